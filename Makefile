@@ -1,0 +1,51 @@
+# The course's two front-door commands: `make lab` and `make test`.
+# Both create .venv on first use; nothing else on the machine is changed.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+PORT   ?= 8888
+# Jupyter refuses to run as root (containers, CI) unless told to.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+LAB_ARGS ?=
+NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+
+.PHONY: lab test test-lib test-notebook run-notebooks clean
+
+## make lab: set up .venv and open JupyterLab on lesson 1
+lab: $(VENV)/.runtime
+	$(BIN)/jupyter lab --port=$(PORT) --ServerApp.root_dir=. \
+	  --LabApp.default_url=/lab/tree/notebooks/01_patches.ipynb $(ROOT_FLAG) $(LAB_ARGS)
+
+## make test: set up .venv with the dev tools, run the library tests and re-execute every notebook
+test: $(VENV)/.dev
+	$(BIN)/python -m pytest $(NBVAL_FLAGS) tests $(NOTEBOOKS)
+
+## make test-lib: the library tests alone (fast)
+test-lib: $(VENV)/.dev
+	$(BIN)/python -m pytest tests
+
+## make test-notebook NB=notebooks/01_patches.ipynb: re-execute one notebook under nbval
+test-notebook: $(VENV)/.dev
+	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB)
+
+## make run-notebooks: Restart & Run All every notebook in place (commit the outputs afterwards)
+run-notebooks: $(VENV)/.dev
+	$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=900 $(NOTEBOOKS)
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
+	  { echo "ViT from Scratch needs Python 3.11 (3.10+); found $(PYTHON)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.runtime: requirements.txt pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -r requirements.txt -e .
+	@touch $@
+
+$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
+	$(BIN)/python -m pip install -r requirements-dev.txt
+	@touch $@
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -1,0 +1,36 @@
+"""ViT from Scratch: the course library. Each module holds what one lesson builds.
+
+pixels -> patches -> tokens -> attention -> blocks -> model; `viz` and `checks` sit on top.
+"""
+
+from utils.attention import MultiHeadSelfAttention, scaled_dot_product_attention
+from utils.data import load_sample_image
+from utils.embeddings import (
+    prepend_cls_token,
+    resize_pos_embed,
+    sincos_pos_embed_2d,
+    trunc_normal_,
+)
+from utils.encoder import MLP, EncoderBlock
+from utils.patches import PatchEmbedding, patchify, unpatchify
+from utils.runtime import get_device, set_seed
+from utils.vit import ViTConfig, VisionTransformer
+
+__all__ = [
+    "MLP",
+    "EncoderBlock",
+    "MultiHeadSelfAttention",
+    "PatchEmbedding",
+    "ViTConfig",
+    "VisionTransformer",
+    "get_device",
+    "load_sample_image",
+    "patchify",
+    "prepend_cls_token",
+    "resize_pos_embed",
+    "scaled_dot_product_attention",
+    "set_seed",
+    "sincos_pos_embed_2d",
+    "trunc_normal_",
+    "unpatchify",
+]

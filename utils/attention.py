@@ -1,0 +1,125 @@
+"""Lessons 3 and 4: scaled dot-product attention, and self-attention split into heads."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
+    """Raise a ValueError unless `mask` is boolean, broadcasts to the scores and hides no whole row."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ValueError(
+            f"expected a boolean mask (True where attention is allowed), got {got}; "
+            "from an additive 0/-inf mask make one with `mask == 0`"
+        )
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != scores_shape:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the attention scores "
+            f"(..., N_q, N_k) = {tuple(scores_shape)}"
+        )
+    if not mask.any(dim=-1).all():
+        raise ValueError(
+            "the mask hides every key from at least one query; each query must be allowed "
+            "to attend to at least one token (its softmax would be 0/0)"
+        )
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q k^T / sqrt(d)) v, written out so that the weights can be returned and drawn.
+
+    Args:
+        q: (..., N_q, d) queries.
+        k: (..., N_k, d) keys.
+        v: (..., N_k, d_v) values.
+        mask: boolean, True where attention is allowed, broadcastable to (..., N_q, N_k).
+        dropout_p: dropout on the weights (used by the model in training only).
+    Returns:
+        out (..., N_q, d_v) and weights (..., N_q, N_k), each row summing to 1 (before dropout).
+    """
+    if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
+        raise ValueError(
+            f"expected q, k, v with the same number of axes (..., N, d), got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k need the same width d, got {q.shape[-1]} and {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v need one row per key, got {k.shape[-2]} and {v.shape[-2]} rows")
+    d = q.shape[-1]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., N_q, N_k)
+    if mask is not None:
+        check_mask(mask, scores.shape)
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)  # (..., N_q, N_k), rows sum to 1
+    dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    return dropped @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Self-attention run in `num_heads` independent subspaces, then merged.
+
+    Args:
+        dim: token width D; must be divisible by num_heads.
+        num_heads: number of heads; each works in D // num_heads dimensions.
+        qkv_bias: bias in the fused query/key/value projection.
+        attn_drop: dropout on the attention weights (training only).
+        proj_drop: dropout after the output projection.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        qkv_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+    ):
+        super().__init__()
+        if dim % num_heads:
+            divisors = [h for h in range(1, dim + 1) if dim % h == 0 and h <= 32]
+            raise ValueError(
+                f"embed_dim {dim} is not divisible by num_heads {num_heads}: every head needs an "
+                f"equal share of the width; head counts that fit: {divisors}"
+            )
+        self.dim = dim
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.attn_drop = attn_drop
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)  # q, k, v of all heads in one matmul
+        self.proj = nn.Linear(dim, dim)  # mixes the heads' outputs
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        return_attention: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """(B, N, D) tokens -> (B, N, D); with return_attention, also the weights (B, heads, N, N)."""
+        if x.ndim != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"expected tokens shaped (B, N, D={self.dim}), got {tuple(x.shape)}")
+        B, N, D = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim)  # (B, N, 3, heads, head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, heads, N, head_dim)
+        out, weights = scaled_dot_product_attention(
+            q, k, v, mask, dropout_p=self.attn_drop if self.training else 0.0
+        )  # (B, heads, N, head_dim), (B, heads, N, N)
+        out = out.transpose(1, 2).reshape(B, N, D)  # heads side by side again: (B, N, D)
+        out = self.proj_drop(self.proj(out))  # (B, N, D)
+        return (out, weights) if return_attention else out
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}, head_dim={self.head_dim}"

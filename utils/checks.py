@@ -1,0 +1,159 @@
+"""Checkers for the learner's exercises: compare with the course's reference and name the mistake.
+
+A checker prints one line when the learner's function is right ("exact" or "approximate, max
+difference ...") and raises CheckFailed with a sentence a learner understands when it is not.
+"""
+
+from collections.abc import Callable
+
+import torch
+
+from utils.patches import patchify, unpatchify
+
+PATCHIFY_CASES = [  # (B, C, H, W, P): square and not, RGB and grayscale, one and many patches
+    (2, 3, 32, 32, 8),
+    (1, 3, 24, 40, 8),
+    (3, 1, 12, 12, 4),
+    (1, 3, 16, 16, 16),
+]
+
+
+class CheckFailed(AssertionError):
+    """The learner's answer differs from the reference; the message says how."""
+
+
+def describe_match(got: torch.Tensor, expected: torch.Tensor, atol: float = 1e-6) -> str:
+    """'exact', or 'approximate (max difference ...)' when within atol; raises CheckFailed otherwise."""
+    if torch.equal(got, expected):
+        return "exact"
+    difference = (got.double() - expected.double()).abs().max().item()
+    if difference <= atol:
+        return f"approximate (max difference {difference:.1e})"
+    raise CheckFailed(f"values differ from the reference: max difference {difference:.3g}")
+
+
+def _call(fn: Callable, *args):
+    """Run the learner's function; turn its own exception into a readable failure."""
+    try:
+        result = fn(*args)
+    except NotImplementedError:
+        raise
+    except Exception as error:  # the learner's code may raise anything
+        raise CheckFailed(f"your function raised {type(error).__name__}: {error}") from error
+    if not isinstance(result, torch.Tensor):
+        raise CheckFailed(f"expected a torch.Tensor, got {type(result).__name__}")
+    return result
+
+
+def _patch_variants(images: torch.Tensor, P: int) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible patchify results, each keyed by the sentence that explains it."""
+    B, C, H, W = images.shape
+    grid = images.reshape(B, C, H // P, P, W // P, P)  # (B, C, rows, P, cols, P)
+    N = (H // P) * (W // P)
+    return {
+        "each patch must be flattened in (C, P, P) order (channels first); yours puts the "
+        "channels last, (P, P, C)": grid.permute(0, 2, 4, 3, 5, 1).reshape(B, N, -1),
+        "the patches are in column-major order (top to bottom first); they must go left to "
+        "right, then top to bottom, like reading text": grid.permute(0, 4, 2, 1, 3, 5).reshape(B, N, -1),
+        "the pixels inside each patch are transposed (columns before rows); keep (row, column) "
+        "order inside a patch": grid.permute(0, 2, 4, 1, 5, 3).reshape(B, N, -1),
+        "you sliced the image with a plain reshape, without moving the patch-grid axes next to "
+        "each other first (permute before the last reshape)": images.reshape(B, N, -1),
+    }
+
+
+def check_patchify(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
+    """Check a learner's patchify(images, patch_size) -> (B, N, C*P*P) on random images."""
+    generator = torch.Generator().manual_seed(0)
+    verdicts = []
+    for B, C, H, W, P in PATCHIFY_CASES:
+        images = torch.rand(B, C, H, W, generator=generator)
+        expected = patchify(images, P)
+        got = _call(fn, images.clone(), P)
+        N, CPP = expected.shape[1:]
+        where = f"for images of shape {(B, C, H, W)} and patch size {P}"
+        if got.shape != expected.shape:
+            hint = ""
+            if got.shape == (B, CPP, N):
+                hint = ": the two last axes are swapped, tokens must be the rows (transpose them)"
+            elif got.shape == (B, H // P, W // P, CPP):
+                hint = ": you kept the patch grid; flatten rows and columns into one token axis N"
+            elif got.numel() == expected.numel():
+                hint = ": the right numbers, but not in the shape (B, N, C*P*P)"
+            raise CheckFailed(f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)} {where}{hint}")
+        try:
+            verdicts.append(describe_match(got, expected))
+        except CheckFailed as failure:
+            for reason, variant in _patch_variants(images, P).items():
+                if torch.allclose(got, variant):
+                    raise CheckFailed(f"{reason} ({where})") from None
+            raise CheckFailed(f"{failure} {where}") from None
+    print(f"✓ patchify matches the reference on {len(verdicts)} image batches: {_summary(verdicts)}")
+
+
+def check_unpatchify(fn: Callable[[torch.Tensor, int, tuple[int, int]], torch.Tensor]) -> None:
+    """Check a learner's unpatchify(patches, patch_size, (H, W)) -> (B, C, H, W)."""
+    generator = torch.Generator().manual_seed(1)
+    verdicts = []
+    for B, C, H, W, P in PATCHIFY_CASES:
+        images = torch.rand(B, C, H, W, generator=generator)
+        patches = patchify(images, P)
+        got = _call(fn, patches.clone(), P, (H, W))
+        where = f"for images of shape {(B, C, H, W)} and patch size {P}"
+        if got.shape != images.shape:
+            hint = ""
+            if got.shape == (B, H, W, C):
+                hint = ": channels ended up last; the images must be (B, C, H, W)"
+            raise CheckFailed(f"expected shape {tuple(images.shape)}, got {tuple(got.shape)} {where}{hint}")
+        try:
+            verdicts.append(describe_match(got, images))
+        except CheckFailed as failure:
+            if H == W and torch.equal(got, images.transpose(2, 3)):
+                raise CheckFailed(f"the images come out transposed (rows and columns swapped) {where}") from None
+            raise CheckFailed(
+                f"{failure} {where}: undo patchify's steps in reverse order "
+                "(reshape to the grid, permute back, reshape to the image)"
+            ) from None
+    print(f"✓ unpatchify inverts patchify on {len(verdicts)} image batches: {_summary(verdicts)}")
+
+
+def check_attention_cost(fn: Callable[[int, int], tuple[int, int]]) -> None:
+    """Check a learner's attention_cost(image_size, patch_size) -> (num_tokens, num_pairs),
+    for a square image with one class token added to the patch tokens."""
+    cases = [(224, 16), (224, 32), (32, 4), (96, 8)]
+    for image_size, patch_size in cases:
+        try:
+            got = fn(image_size, patch_size)
+        except NotImplementedError:
+            raise
+        except Exception as error:
+            raise CheckFailed(f"your function raised {type(error).__name__}: {error}") from error
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise CheckFailed(f"expected a pair (num_tokens, num_pairs), got {got!r}")
+        tokens, pairs = (int(x) for x in got)
+        N = (image_size // patch_size) ** 2
+        T = N + 1
+        where = f"for a {image_size} px image and {patch_size} px patches"
+        if tokens == N:
+            raise CheckFailed(f"{tokens} tokens {where}: you forgot the class token (T = N + 1)")
+        if tokens == image_size // patch_size + 1 or tokens == image_size // patch_size:
+            raise CheckFailed(
+                f"{tokens} tokens {where}: that is patches along one side; the grid is square, "
+                "so N = (image_size // patch_size) ** 2"
+            )
+        if tokens != T:
+            raise CheckFailed(f"expected {T} tokens {where}, got {tokens}")
+        if pairs == 2 * T or pairs == T * (T - 1) // 2:
+            raise CheckFailed(
+                f"{pairs} pairs {where}: every token scores every token, itself included, "
+                "in both directions: T * T"
+            )
+        if pairs != T * T:
+            raise CheckFailed(f"expected {T * T} query-key pairs {where}, got {pairs}")
+    print(f"✓ attention_cost is right on {len(cases)} image and patch sizes")
+
+
+def _summary(verdicts: list[str]) -> str:
+    """'exact' if all were exact, else the worst approximate verdict."""
+    inexact = [v for v in verdicts if v != "exact"]
+    return inexact[-1] if inexact else "exact"

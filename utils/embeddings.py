@@ -1,0 +1,111 @@
+"""Lesson 2: the class token and the position embeddings (learned, fixed 2-D sin-cos, or none)."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from utils.patches import to_2tuple
+
+POS_EMBED_KINDS = ("learned", "sincos", "none")
+
+
+def trunc_normal_(tensor: torch.Tensor, std: float = 0.02) -> torch.Tensor:
+    """Fill in place from a normal(0, std) cut off at two standard deviations (the ViT init)."""
+    return nn.init.trunc_normal_(tensor, mean=0.0, std=std, a=-2 * std, b=2 * std)
+
+
+def prepend_cls_token(tokens: torch.Tensor, cls_token: torch.Tensor) -> torch.Tensor:
+    """Put the one learned class token in front of every sequence of the batch.
+
+    Args:
+        tokens: (B, N, D) patch tokens.
+        cls_token: (1, 1, D), shared by all images.
+    Returns:
+        (B, N + 1, D), the class token at index 0.
+    """
+    if cls_token.shape != (1, 1, tokens.shape[-1]):
+        raise ValueError(
+            f"expected a class token shaped (1, 1, D={tokens.shape[-1]}), got {tuple(cls_token.shape)}"
+        )
+    B = tokens.shape[0]
+    return torch.cat([cls_token.expand(B, -1, -1), tokens], dim=1)  # (B, N + 1, D)
+
+
+def sincos_1d(positions: torch.Tensor, dim: int) -> torch.Tensor:
+    """Fixed sin-cos code of 1-D positions, as in "Attention Is All You Need".
+
+    Args:
+        positions: (M,) positions, integers or not.
+        dim: even width; the first half holds sines, the second half cosines.
+    Returns:
+        (M, dim); frequencies fall geometrically from 1 to 1/10000.
+    """
+    if dim % 2:
+        raise ValueError(f"a sin-cos code needs an even width, got {dim}")
+    omega = 1.0 / 10000 ** (torch.arange(dim // 2, dtype=torch.float64) / (dim // 2))  # (dim/2,)
+    angles = positions.to(torch.float64)[:, None] * omega[None, :]  # (M, dim/2)
+    return torch.cat([angles.sin(), angles.cos()], dim=1).float()  # (M, dim)
+
+
+def sincos_pos_embed_2d(
+    grid_size: int | tuple[int, int], embed_dim: int, cls_token: bool = True
+) -> torch.Tensor:
+    """Fixed 2-D sin-cos position table: half the width codes the column, half the row.
+
+    The layout of MAE and timm, so their fixed tables load as they are.
+
+    Args:
+        grid_size: patches per side (or (rows, cols)).
+        embed_dim: D; must be divisible by 4 (sin and cos for each of the two axes).
+        cls_token: prepend an all-zero entry for the class token.
+    Returns:
+        (1, T, D), T = rows * cols (+ 1 with a class token), in row-major patch order.
+    """
+    if embed_dim % 4:
+        raise ValueError(f"2-D sin-cos embeddings need embed_dim divisible by 4, got {embed_dim}")
+    rows, cols = to_2tuple(grid_size)
+    row_of = torch.arange(rows).repeat_interleave(cols)  # (N,) 0,0,..,1,1,..
+    col_of = torch.arange(cols).repeat(rows)  # (N,) 0,1,..,0,1,..
+    table = torch.cat(
+        [sincos_1d(col_of, embed_dim // 2), sincos_1d(row_of, embed_dim // 2)], dim=1
+    )  # (N, D)
+    if cls_token:
+        table = torch.cat([torch.zeros(1, embed_dim), table], dim=0)  # (N + 1, D)
+    return table.unsqueeze(0)  # (1, T, D)
+
+
+def resize_pos_embed(
+    pos_embed: torch.Tensor,
+    old_grid: int | tuple[int, int],
+    new_grid: int | tuple[int, int],
+    num_prefix_tokens: int = 1,
+) -> torch.Tensor:
+    """Resize a position table to a new patch grid, as ViTs do when fine-tuned at a new resolution.
+
+    The patch entries are laid out on their grid and resampled bicubically; the class-token
+    entry (the first `num_prefix_tokens`) belongs to no position and is kept as it is.
+
+    Args:
+        pos_embed: (1, prefix + old_rows * old_cols, D).
+        old_grid, new_grid: patches per side (or (rows, cols)) before and after.
+    Returns:
+        (1, prefix + new_rows * new_cols, D).
+    """
+    old_rows, old_cols = to_2tuple(old_grid)
+    new_rows, new_cols = to_2tuple(new_grid)
+    expected = num_prefix_tokens + old_rows * old_cols
+    if pos_embed.ndim != 3 or pos_embed.shape[0] != 1 or pos_embed.shape[1] != expected:
+        raise ValueError(
+            f"expected a position table shaped (1, {expected}, D) for a {old_rows}x{old_cols} grid "
+            f"with {num_prefix_tokens} prefix token(s), got {tuple(pos_embed.shape)}"
+        )
+    if (old_rows, old_cols) == (new_rows, new_cols):
+        return pos_embed.clone()
+    D = pos_embed.shape[-1]
+    prefix, grid = pos_embed[:, :num_prefix_tokens], pos_embed[:, num_prefix_tokens:]
+    grid = grid.reshape(1, old_rows, old_cols, D).permute(0, 3, 1, 2)  # (1, D, rows, cols)
+    grid = F.interpolate(
+        grid.float(), size=(new_rows, new_cols), mode="bicubic", align_corners=False, antialias=True
+    ).to(pos_embed.dtype)  # (1, D, new_rows, new_cols)
+    grid = grid.permute(0, 2, 3, 1).reshape(1, new_rows * new_cols, D)  # (1, N', D)
+    return torch.cat([prefix, grid], dim=1)  # (1, prefix + N', D)

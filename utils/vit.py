@@ -1,0 +1,194 @@
+"""The whole Vision Transformer: patch embedding, class token, positions, encoder blocks, head."""
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from utils.embeddings import (
+    POS_EMBED_KINDS,
+    prepend_cls_token,
+    resize_pos_embed,
+    sincos_pos_embed_2d,
+    trunc_normal_,
+)
+from utils.encoder import EncoderBlock
+from utils.patches import PatchEmbedding, to_2tuple
+
+
+@dataclass(frozen=True)
+class ViTConfig:
+    """Everything that fixes a ViT's shape. The defaults are ViT-B/16; see the presets."""
+
+    image_size: int | tuple[int, int] = 224  # side of a square input image, or (H, W), in pixels
+    patch_size: int = 16  # side P of a square patch; must divide image_size
+    in_channels: int = 3  # C: 3 for RGB, 1 for grayscale
+    num_classes: int = 1000  # outputs of the classification head (0: no head, return features)
+    embed_dim: int = 768  # D: the width of every token
+    depth: int = 12  # number of encoder blocks
+    num_heads: int = 12  # attention heads per block; must divide embed_dim
+    mlp_ratio: float = 4.0  # MLP hidden width = mlp_ratio * embed_dim
+    qkv_bias: bool = True  # bias in the fused query/key/value projection
+    dropout: float = 0.0  # dropout on the embeddings, the attention output and in the MLP
+    attn_dropout: float = 0.0  # dropout on the attention weights
+    pool: str = "cls"  # "cls": classify the class token; "mean": average the patch tokens (no class token)
+    pos_embed: str = "learned"  # "learned", "sincos" (fixed 2-D) or "none"
+    norm_eps: float = 1e-6  # LayerNorm epsilon (1e-6 in the reference ViT)
+
+    def __post_init__(self):
+        height, width = to_2tuple(self.image_size)
+        if height % self.patch_size or width % self.patch_size:
+            raise ValueError(
+                f"image_size {height}x{width} is not divisible by patch_size {self.patch_size}"
+            )
+        if self.embed_dim % self.num_heads:
+            raise ValueError(
+                f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}: "
+                "every head needs an equal share of the width"
+            )
+        if self.pool not in ("cls", "mean"):
+            raise ValueError(f"pool must be 'cls' or 'mean', got {self.pool!r}")
+        if self.pos_embed not in POS_EMBED_KINDS:
+            raise ValueError(f"pos_embed must be one of {POS_EMBED_KINDS}, got {self.pos_embed!r}")
+        if self.pos_embed == "sincos" and self.embed_dim % 4:
+            raise ValueError(f"pos_embed='sincos' needs embed_dim divisible by 4, got {self.embed_dim}")
+
+    @property
+    def num_patches(self) -> int:
+        """N, the number of patches per image."""
+        height, width = to_2tuple(self.image_size)
+        return (height // self.patch_size) * (width // self.patch_size)
+
+    @property
+    def num_tokens(self) -> int:
+        """T, the sequence length: N patches, plus one class token when pool == 'cls'."""
+        return self.num_patches + (self.pool == "cls")
+
+    @classmethod
+    def tiny(cls, **overrides) -> "ViTConfig":
+        """The course's tiny model: 32 px RGB, 4 px patches (64 tokens), 4 blocks of width 64."""
+        fields = dict(
+            image_size=32, patch_size=4, in_channels=3, num_classes=10,
+            embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0,
+        )  # fmt: skip
+        return cls(**{**fields, **overrides})
+
+    @classmethod
+    def vit_b16(cls, **overrides) -> "ViTConfig":
+        """ViT-B/16 of the ViT paper: 224 px, 16 px patches, 768 wide, 12 deep, 12 heads (86.6 M)."""
+        return cls(**overrides)
+
+
+class VisionTransformer(nn.Module):
+    """A Vision Transformer whose parameter names are those of the reference (timm) ViT.
+
+    Args:
+        config: the shape of the model, a ViTConfig.
+    """
+
+    def __init__(self, config: ViTConfig):
+        super().__init__()
+        self.config = config
+        D = config.embed_dim
+        self.patch_embed = PatchEmbedding(config.image_size, config.patch_size, config.in_channels, D)
+        self.num_prefix_tokens = 1 if config.pool == "cls" else 0
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, D)) if self.num_prefix_tokens else None
+        num_tokens = self.num_prefix_tokens + self.patch_embed.num_patches
+        if config.pos_embed == "learned":
+            self.pos_embed = nn.Parameter(torch.zeros(1, num_tokens, D))  # (1, T, D)
+        elif config.pos_embed == "sincos":  # fixed: a buffer, saved with the model, never trained
+            table = sincos_pos_embed_2d(self.patch_embed.grid_size, D, self.num_prefix_tokens == 1)
+            self.register_buffer("pos_embed", table)  # (1, T, D)
+        else:
+            self.pos_embed = None
+        self.pos_drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(
+            EncoderBlock(
+                D, config.num_heads, config.mlp_ratio, config.qkv_bias,
+                config.dropout, config.attn_dropout, norm_first=True, norm_eps=config.norm_eps,
+            )  # fmt: skip
+            for _ in range(config.depth)
+        )
+        self.norm = nn.LayerNorm(D, eps=config.norm_eps)
+        self.head = nn.Linear(D, config.num_classes) if config.num_classes > 0 else nn.Identity()
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        """The reference init: trunc-normal(0.02) for Linear weights, class token and learned positions."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                trunc_normal_(module.weight, std=0.02)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        if self.cls_token is not None:
+            trunc_normal_(self.cls_token.data, std=0.02)
+        if isinstance(self.pos_embed, nn.Parameter):
+            trunc_normal_(self.pos_embed.data, std=0.02)
+
+    def set_image_size(self, image_size: int | tuple[int, int]) -> None:
+        """Run at another image size: resize the learned position table bicubically over the
+        patch grid (the class-token entry kept apart), or rebuild the fixed sin-cos one."""
+        old_grid = self.patch_embed.grid_size
+        self.patch_embed.set_image_size(image_size)
+        new_grid = self.patch_embed.grid_size
+        if isinstance(self.pos_embed, nn.Parameter):
+            with torch.no_grad():
+                resized = resize_pos_embed(self.pos_embed, old_grid, new_grid, self.num_prefix_tokens)
+            self.pos_embed = nn.Parameter(resized)
+        elif self.pos_embed is not None:
+            table = sincos_pos_embed_2d(new_grid, self.config.embed_dim, self.num_prefix_tokens == 1)
+            self.pos_embed = table.to(self.pos_embed.device)
+        self.config = dataclasses.replace(self.config, image_size=image_size)
+
+    def forward_features(
+        self, images: torch.Tensor, return_attention: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """(B, C, H, W) images -> (B, T, D) normalised tokens; with return_attention, also the
+        attention weights of every block stacked as (depth, B, heads, T, T)."""
+        x = self.patch_embed(images)  # (B, N, D); checks the images' shape first
+        if self.cls_token is not None:
+            x = prepend_cls_token(x, self.cls_token)  # (B, T = N + 1, D)
+        if self.pos_embed is not None:
+            x = x + self.pos_embed  # (B, T, D), one position vector added per token
+        x = self.pos_drop(x)
+        attentions = []
+        for block in self.blocks:
+            x, weights = block(x, return_attention=True)  # (B, T, D), (B, heads, T, T)
+            attentions.append(weights)
+        x = self.norm(x)  # (B, T, D)
+        if return_attention:
+            return x, torch.stack(attentions)  # (depth, B, heads, T, T)
+        return x
+
+    def forward(
+        self, images: torch.Tensor, return_attention: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """(B, C, H, W) images -> logits (B, num_classes); with return_attention, also the
+        attention weights (depth, B, heads, T, T)."""
+        if return_attention:
+            x, attn = self.forward_features(images, return_attention=True)  # (B, T, D), (depth, B, heads, T, T)
+        else:
+            x = self.forward_features(images)  # (B, T, D)
+        if self.config.pool == "cls":
+            pooled = x[:, 0]  # (B, D), the class token
+        else:
+            pooled = x[:, self.num_prefix_tokens :].mean(dim=1)  # (B, D), mean of the patch tokens
+        logits = self.head(pooled)  # (B, num_classes)
+        return (logits, attn) if return_attention else logits
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Like nn.Module.load_state_dict, but a tensor of another shape raises a ValueError that
+        names it (a checkpoint of another model size or image size)."""
+        own = self.state_dict()
+        mismatched = [
+            f"{name}: checkpoint {tuple(tensor.shape)}, model {tuple(own[name].shape)}"
+            for name, tensor in state_dict.items()
+            if name in own and tuple(tensor.shape) != tuple(own[name].shape)
+        ]
+        if mismatched:
+            hint = ""
+            if any(line.startswith("pos_embed") for line in mismatched):
+                hint = " (a position table for another image size: build the model at that size, load, then set_image_size)"
+            raise ValueError("checkpoint does not fit this model:\n  " + "\n  ".join(mismatched) + hint)
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)

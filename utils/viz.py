@@ -1,0 +1,120 @@
+"""Static pictures for the lessons: images, patch grids, token sequences.
+
+Every function takes tensors (never notebook globals) and returns the matplotlib Figure.
+"""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from utils.patches import patchify, to_2tuple
+
+DPI = 80  # small figures keep the committed notebooks small
+
+
+def _to_numpy_image(image: torch.Tensor) -> np.ndarray:
+    """(C, H, W) tensor in [0, 1] -> (H, W, C) or (H, W) array for imshow."""
+    if image.ndim != 3:
+        raise ValueError(f"expected one image shaped (C, H, W), got {tuple(image.shape)}")
+    array = image.detach().cpu().float().clamp(0, 1).permute(1, 2, 0).numpy()  # (H, W, C)
+    return array[..., 0] if array.shape[-1] == 1 else array
+
+
+def show_image(image: torch.Tensor, title: str | None = None, size: float = 3.5) -> plt.Figure:
+    """Draw one (C, H, W) image with its pixel axes."""
+    fig, ax = plt.subplots(figsize=(size, size), dpi=DPI)
+    ax.imshow(_to_numpy_image(image), cmap="gray")
+    ax.set_title(title or f"image {tuple(image.shape)}")
+    return fig
+
+
+def show_patch_grid(
+    image: torch.Tensor, patch_size: int, numbers: bool = True, size: float = 6.0
+) -> plt.Figure:
+    """Draw an image with its patch grid, each patch labelled with its token index (row-major)."""
+    C, H, W = image.shape
+    rows, cols = H // patch_size, W // patch_size
+    fig, ax = plt.subplots(figsize=(size, size * H / W), dpi=DPI)
+    ax.imshow(_to_numpy_image(image), cmap="gray")
+    for edge in range(0, W + 1, patch_size):
+        ax.axvline(edge - 0.5, color="white", linewidth=0.8)
+    for edge in range(0, H + 1, patch_size):
+        ax.axhline(edge - 0.5, color="white", linewidth=0.8)
+    if numbers:
+        fontsize = max(4, min(9, int(size * 16 / max(rows, cols))))  # 7 pt for 14 x 14 at 6 in
+        for index in range(rows * cols):
+            row, col = divmod(index, cols)
+            ax.text(
+                col * patch_size + patch_size / 2 - 0.5, row * patch_size + patch_size / 2 - 0.5,
+                str(index), ha="center", va="center", color="yellow", fontsize=fontsize,
+            )  # fmt: skip
+    ax.set_title(f"{rows} x {cols} = {rows * cols} patches of {patch_size} x {patch_size} px")
+    return fig
+
+
+def show_patches(image: torch.Tensor, patch_size: int, gap: int = 2, size: float = 4.5) -> plt.Figure:
+    """Draw the image pulled apart into its patches, a small gap between neighbours."""
+    C, H, W = image.shape
+    P = patch_size
+    rows, cols = H // P, W // P
+    patches = patchify(image.unsqueeze(0), P)[0].reshape(rows, cols, C, P, P)  # (rows, cols, C, P, P)
+    canvas = torch.ones(C, rows * (P + gap) - gap, cols * (P + gap) - gap)  # white background
+    for row in range(rows):
+        for col in range(cols):
+            top, left = row * (P + gap), col * (P + gap)
+            canvas[:, top : top + P, left : left + P] = patches[row, col]
+    fig, ax = plt.subplots(figsize=(size, size * H / W), dpi=DPI)
+    ax.imshow(_to_numpy_image(canvas), cmap="gray")
+    ax.set_axis_off()
+    ax.set_title(f"{rows * cols} patches, each {C} x {P} x {P}")
+    return fig
+
+
+def show_token_sequence(
+    patches: torch.Tensor, patch_size: int, count: int = 16, size: float = 9.0
+) -> plt.Figure:
+    """Draw the first `count` patches as the sequence the Transformer reads, and the whole
+    (N, C*P*P) token matrix, one row per token.
+
+    Args:
+        patches: (N, C*P*P) one image's patches from `patchify`.
+    """
+    if patches.ndim != 2:
+        raise ValueError(f"expected one image's patches shaped (N, C*P*P), got {tuple(patches.shape)}")
+    N, CPP = patches.shape
+    P = patch_size
+    C = CPP // (P * P)
+    count = min(count, N)
+    fig = plt.figure(figsize=(size, size * 0.55), dpi=DPI)
+    grid = fig.add_gridspec(2, count, height_ratios=[1, 3.2], hspace=0.45)
+    for index in range(count):
+        ax = fig.add_subplot(grid[0, index])
+        ax.imshow(_to_numpy_image(patches[index].reshape(C, P, P)), cmap="gray")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_xlabel(str(index), fontsize=8)
+    fig.text(0.5, 0.93, f"the first {count} of {N} tokens, in reading order", ha="center")
+    ax = fig.add_subplot(grid[1, :])
+    image = ax.imshow(patches.detach().cpu().numpy(), aspect="auto", cmap="viridis", interpolation="nearest")
+    ax.set_xlabel(f"feature: {C} channels x {P} x {P} pixels = {CPP} numbers per token")
+    ax.set_ylabel(f"token (0 .. {N - 1})")
+    ax.set_title(f"the token sequence as a matrix: {N} x {CPP}")
+    fig.colorbar(image, ax=ax, fraction=0.03, pad=0.01)
+    return fig
+
+
+def plot_token_counts(
+    image_size: int | tuple[int, int], patch_sizes: list[int], size: float = 5.0
+) -> plt.Figure:
+    """Bar chart (log scale) of tokens and attention-matrix entries for each patch size."""
+    H, W = to_2tuple(image_size)
+    tokens = [(H // p) * (W // p) + 1 for p in patch_sizes]
+    fig, ax = plt.subplots(figsize=(size, size * 0.6), dpi=DPI)
+    positions = np.arange(len(patch_sizes))
+    ax.bar(positions - 0.2, tokens, width=0.4, label="tokens T = N + 1")
+    ax.bar(positions + 0.2, [t * t for t in tokens], width=0.4, label="attention entries T²")
+    ax.set_yscale("log")
+    ax.set_xticks(positions, [f"{p} px" for p in patch_sizes])
+    ax.set_xlabel(f"patch size (image {H} x {W})")
+    ax.legend()
+    return fig
