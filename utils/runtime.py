@@ -23,14 +23,17 @@ def get_device(name: str | None = None) -> torch.device:
 
     Raises ValueError when the device asked for is not available on this machine.
     """
-    name = name or os.environ.get("VIT_DEVICE")
+    name = name or os.environ.get("VIT_DEVICE") or None  # an empty $VIT_DEVICE means "choose"
     if name is None:
         if torch.cuda.is_available():
             return torch.device("cuda")
         if torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"unknown device {name!r}; expected 'cpu', 'cuda', 'cuda:1' or 'mps'") from None
     available = {
         "cpu": True,
         "cuda": torch.cuda.is_available(),

@@ -5,6 +5,7 @@ Every function takes tensors (never notebook globals) and returns the matplotlib
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib import patheffects
 import torch
 
 from utils.patches import patchify, to_2tuple
@@ -28,13 +29,10 @@ def show_image(image: torch.Tensor, title: str | None = None, size: float = 3.5)
     return fig
 
 
-def show_patch_grid(
-    image: torch.Tensor, patch_size: int, numbers: bool = True, size: float = 6.0
-) -> plt.Figure:
-    """Draw an image with its patch grid, each patch labelled with its token index (row-major)."""
+def _draw_patch_grid(ax: plt.Axes, image: torch.Tensor, patch_size: int, numbers: bool, size: float) -> None:
+    """Draw `image` on `ax` with white patch borders and, if asked, each patch's token index."""
     C, H, W = image.shape
     rows, cols = H // patch_size, W // patch_size
-    fig, ax = plt.subplots(figsize=(size, size * H / W), dpi=DPI)
     ax.imshow(_to_numpy_image(image), cmap="gray")
     for edge in range(0, W + 1, patch_size):
         ax.axvline(edge - 0.5, color="white", linewidth=0.8)
@@ -47,8 +45,28 @@ def show_patch_grid(
             ax.text(
                 col * patch_size + patch_size / 2 - 0.5, row * patch_size + patch_size / 2 - 0.5,
                 str(index), ha="center", va="center", color="yellow", fontsize=fontsize,
+                path_effects=[patheffects.withStroke(linewidth=1.5, foreground="black")],
             )  # fmt: skip
     ax.set_title(f"{rows} x {cols} = {rows * cols} patches of {patch_size} x {patch_size} px")
+
+
+def show_patch_grid(
+    image: torch.Tensor, patch_size: int, numbers: bool = True, size: float = 6.0
+) -> plt.Figure:
+    """Draw an image with its patch grid, each patch labelled with its token index (row-major)."""
+    C, H, W = image.shape
+    fig, ax = plt.subplots(figsize=(size, size * H / W), dpi=DPI)
+    _draw_patch_grid(ax, image, patch_size, numbers, size)
+    return fig
+
+
+def compare_patch_sizes(image: torch.Tensor, patch_sizes: list[int], size: float = 3.5) -> plt.Figure:
+    """Draw the image's patch grid for each patch size, side by side."""
+    C, H, W = image.shape
+    fig, axes = plt.subplots(1, len(patch_sizes), figsize=(size * len(patch_sizes), size * H / W), dpi=DPI)
+    for ax, patch_size in zip(np.atleast_1d(axes), patch_sizes):
+        _draw_patch_grid(ax, image, patch_size, numbers=False, size=size)
+    fig.tight_layout()
     return fig
 
 

@@ -1,0 +1,224 @@
+"""Attention against torch's F.scaled_dot_product_attention and nn.MultiheadAttention."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from utils.attention import MultiHeadSelfAttention, scaled_dot_product_attention
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+# (q shape, k shape, v shape)
+QKV_SHAPES = [
+    ((5, 8), (5, 8), (5, 8)),  # one sequence, no batch
+    ((2, 7, 16), (2, 7, 16), (2, 7, 16)),  # (B, N, d)
+    ((2, 3, 6, 4), (2, 3, 6, 4), (2, 3, 6, 4)),  # (B, heads, N, d)
+    ((2, 3, 4, 8), (2, 3, 9, 8), (2, 3, 9, 8)),  # N_q != N_k
+    ((2, 3, 5, 8), (2, 3, 6, 8), (2, 3, 6, 3)),  # d_v != d
+]
+
+
+def reference_weights(q, k, mask=None):
+    """softmax(q k^T / sqrt(d)) written independently, with masked scores at -inf."""
+    scores = torch.einsum("...qd,...kd->...qk", q, k) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+@pytest.mark.parametrize("q_shape, k_shape, v_shape", QKV_SHAPES)
+def test_sdpa_matches_torch(q_shape, k_shape, v_shape):
+    torch.manual_seed(0)
+    q, k, v = torch.randn(q_shape), torch.randn(k_shape), torch.randn(v_shape)
+    out, weights = scaled_dot_product_attention(q, k, v)
+    assert out.shape == (*q_shape[:-1], v_shape[-1])
+    assert weights.shape == (*q_shape[:-1], k_shape[-2])
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), **TOL)
+    torch.testing.assert_close(weights, reference_weights(q, k), **TOL)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]), **TOL)
+
+
+def test_sdpa_is_scaled_by_sqrt_d():
+    # with large d the scale matters a lot: unscaled scores would make the softmax almost one-hot
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 4, 256), torch.randn(1, 6, 256), torch.randn(1, 6, 2)
+    _, weights = scaled_dot_product_attention(q, k, v)
+    expected = torch.softmax(q @ k.transpose(-2, -1) / 16.0, dim=-1)
+    torch.testing.assert_close(weights, expected, **TOL)
+
+
+def test_sdpa_with_key_padding_mask():
+    torch.manual_seed(0)
+    B, H, N, d = 3, 2, 6, 8
+    q, k, v = (torch.randn(B, H, N, d) for _ in range(3))
+    lengths = torch.tensor([6, 4, 1])
+    keep = torch.arange(N)[None, :] < lengths[:, None]  # (B, N), True = a real token
+    mask = keep[:, None, None, :]  # (B, 1, 1, N)
+    out, weights = scaled_dot_product_attention(q, k, v, mask)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **TOL)
+    torch.testing.assert_close(weights, reference_weights(q, k, mask), **TOL)
+    hidden = ~mask.expand(B, H, N, N)
+    assert torch.all(weights[hidden] == 0)  # exactly 0, not merely small
+    assert torch.all(weights[~hidden] > 0)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, N), **TOL)
+    # the last sequence has a single real key: all of its weight goes there
+    assert torch.equal(weights[2, :, :, 0], torch.ones(H, N))
+
+
+def test_sdpa_with_full_causal_mask():
+    torch.manual_seed(0)
+    B, H, N, d = 2, 3, 5, 4
+    q, k, v = (torch.randn(B, H, N, d) for _ in range(3))
+    mask = torch.ones(N, N, dtype=torch.bool).tril()  # (N, N), broadcast over B and heads
+    out, weights = scaled_dot_product_attention(q, k, v, mask)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **TOL)
+    torch.testing.assert_close(
+        out, F.scaled_dot_product_attention(q, k, v, is_causal=True), **TOL
+    )
+    assert torch.all(weights[..., ~mask] == 0)
+    assert torch.equal(weights[..., 0, 0], torch.ones(B, H))  # the first query sees only itself
+
+
+def test_sdpa_with_random_full_mask_per_batch_and_head():
+    torch.manual_seed(0)
+    B, H, N, d = 2, 2, 7, 4
+    q, k, v = (torch.randn(B, H, N, d) for _ in range(3))
+    mask = torch.rand(B, H, N, N) > 0.5
+    mask[..., 0] = True  # every query sees at least one key
+    out, weights = scaled_dot_product_attention(q, k, v, mask)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **TOL)
+    assert torch.all(weights[~mask] == 0)
+
+
+def test_sdpa_rejects_a_non_boolean_mask():
+    q = torch.randn(1, 4, 8)
+    additive = torch.zeros(4, 4)
+    with pytest.raises(ValueError, match=r"boolean mask.*got torch.float32.*mask == 0"):
+        scaled_dot_product_attention(q, q, q, additive)
+
+
+@pytest.mark.parametrize("mask_shape", [(5, 4), (4, 3), (3, 4, 4), (2, 1, 4, 4)])
+def test_sdpa_rejects_a_mask_that_does_not_broadcast(mask_shape):
+    q = torch.randn(2, 4, 8)  # scores (2, 4, 4)
+    mask = torch.ones(mask_shape, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"does not broadcast.*\(2, 4, 4\)"):
+        scaled_dot_product_attention(q, q, q, mask)
+
+
+def test_sdpa_rejects_a_mask_that_hides_a_whole_row():
+    q = torch.randn(1, 4, 8)
+    mask = torch.ones(4, 4, dtype=torch.bool)
+    mask[2] = False
+    with pytest.raises(ValueError, match=r"hides every key"):
+        scaled_dot_product_attention(q, q, q, mask)
+
+
+def test_sdpa_rejects_q_k_width_mismatch():
+    q, k = torch.randn(1, 4, 8), torch.randn(1, 4, 6)
+    with pytest.raises(ValueError, match=r"same width d, got 8 and 6"):
+        scaled_dot_product_attention(q, k, k)
+
+
+def test_sdpa_rejects_k_v_length_mismatch():
+    q, v = torch.randn(1, 4, 8), torch.randn(1, 5, 8)
+    with pytest.raises(ValueError, match=r"got 4 and 5 rows"):
+        scaled_dot_product_attention(q, q, v)
+
+
+# ---- MultiHeadSelfAttention vs nn.MultiheadAttention ------------------------------------
+
+
+def torch_mha_from(ours: MultiHeadSelfAttention) -> nn.MultiheadAttention:
+    """nn.MultiheadAttention with our weights: in_proj <- qkv, out_proj <- proj."""
+    mha = nn.MultiheadAttention(ours.dim, ours.num_heads, bias=True, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(ours.qkv.weight)
+        if ours.qkv.bias is not None:
+            mha.in_proj_bias.copy_(ours.qkv.bias)
+        else:
+            mha.in_proj_bias.zero_()
+        mha.out_proj.weight.copy_(ours.proj.weight)
+        mha.out_proj.bias.copy_(ours.proj.bias)
+    return mha.eval()
+
+
+def randomize_(module: nn.Module) -> nn.Module:
+    """Random weights and biases, so that no zero-initialised bias hides a mistake."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0, 0.3)
+    return module
+
+
+@pytest.mark.parametrize("B, N, D, heads", [(2, 5, 16, 4), (1, 9, 12, 3), (3, 4, 8, 1), (2, 7, 24, 8)])
+def test_mhsa_matches_torch_multihead_attention(B, N, D, heads):
+    torch.manual_seed(0)
+    ours = randomize_(MultiHeadSelfAttention(D, heads)).eval()
+    mha = torch_mha_from(ours)
+    x = torch.randn(B, N, D)
+    out, weights = ours(x, return_attention=True)
+    assert out.shape == (B, N, D) and weights.shape == (B, heads, N, N)
+    ref_out, ref_mean = mha(x, x, x, need_weights=True, average_attn_weights=True)
+    _, ref_per_head = mha(x, x, x, need_weights=True, average_attn_weights=False)
+    torch.testing.assert_close(out, ref_out, **TOL)
+    torch.testing.assert_close(weights.mean(1), ref_mean, **TOL)
+    torch.testing.assert_close(weights, ref_per_head, **TOL)
+    torch.testing.assert_close(ours(x), out)  # without return_attention: just the tokens
+
+
+def test_mhsa_with_key_padding_mask_matches_torch():
+    torch.manual_seed(0)
+    B, N, D, heads = 3, 6, 16, 4
+    ours = randomize_(MultiHeadSelfAttention(D, heads)).eval()
+    mha = torch_mha_from(ours)
+    x = torch.randn(B, N, D)
+    padding = torch.arange(N)[None, :] >= torch.tensor([6, 3, 1])[:, None]  # torch: True = ignore
+    out, weights = ours(x, mask=~padding[:, None, None, :], return_attention=True)
+    ref_out, ref_weights = mha(
+        x, x, x, key_padding_mask=padding, need_weights=True, average_attn_weights=False
+    )
+    torch.testing.assert_close(out, ref_out, **TOL)
+    torch.testing.assert_close(weights, ref_weights, **TOL)
+
+
+def test_mhsa_without_qkv_bias():
+    torch.manual_seed(0)
+    ours = randomize_(MultiHeadSelfAttention(16, 4, qkv_bias=False)).eval()
+    assert ours.qkv.bias is None
+    assert ours.proj.bias is not None
+    assert set(dict(ours.named_parameters())) == {"qkv.weight", "proj.weight", "proj.bias"}
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(ours(x), torch_mha_from(ours)(x, x, x)[0], **TOL)
+
+
+def test_mhsa_layers_have_the_reference_shapes():
+    ours = MultiHeadSelfAttention(48, 6)
+    assert ours.head_dim == 8
+    assert ours.qkv.weight.shape == (144, 48) and ours.qkv.bias.shape == (144,)
+    assert ours.proj.weight.shape == (48, 48)
+
+
+@pytest.mark.parametrize("dim, heads", [(10, 3), (64, 5), (8, 16)])
+def test_mhsa_rejects_dim_not_divisible_by_heads(dim, heads):
+    with pytest.raises(ValueError, match=rf"embed_dim {dim} is not divisible by num_heads {heads}"):
+        MultiHeadSelfAttention(dim, heads)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 12), (5, 16), (1, 2, 5, 16)])
+def test_mhsa_rejects_tokens_of_the_wrong_shape(shape):
+    ours = MultiHeadSelfAttention(16, 4)
+    with pytest.raises(ValueError, match=r"expected tokens shaped \(B, N, D=16\)"):
+        ours(torch.zeros(shape))
+
+
+def test_mhsa_attention_dropout_only_in_training():
+    torch.manual_seed(0)
+    ours = MultiHeadSelfAttention(16, 4, attn_drop=0.5)
+    x = torch.randn(2, 5, 16)
+    ours.eval()
+    torch.testing.assert_close(ours(x), ours(x), rtol=0, atol=0)
+    ours.train()
+    assert not torch.allclose(ours(x), ours(x))

@@ -1,0 +1,179 @@
+"""Class token, 2-D sin-cos positions (vs a NumPy re-derivation of the MAE/timm layout), resizing."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from utils.embeddings import (
+    prepend_cls_token,
+    resize_pos_embed,
+    sincos_pos_embed_2d,
+    trunc_normal_,
+)
+
+
+def numpy_sincos_2d(rows: int, cols: int, D: int) -> np.ndarray:
+    """MAE/timm layout, written independently: [sin(col w), cos(col w), sin(row w), cos(row w)],
+    w_i = 1 / 10000**(i / (D/4)), patches in row-major order. Returns (rows*cols, D)."""
+    quarter = D // 4
+    omega = 1.0 / 10000 ** (np.arange(quarter, dtype=np.float64) / quarter)
+    row, col = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    row, col = row.reshape(-1), col.reshape(-1)  # row-major: the column varies fastest
+    col_angles, row_angles = np.outer(col, omega), np.outer(row, omega)
+    return np.concatenate(
+        [np.sin(col_angles), np.cos(col_angles), np.sin(row_angles), np.cos(row_angles)], axis=1
+    )
+
+
+# ---- trunc_normal_ ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("std", [0.02, 1.0])
+def test_trunc_normal_is_cut_at_two_std(std):
+    torch.manual_seed(0)
+    x = torch.empty(500_000)
+    assert trunc_normal_(x, std=std) is x  # in place
+    assert x.abs().max() <= 2 * std
+    # a normal cut at +-2 sigma keeps sigma * 0.8796 of its standard deviation
+    assert 0.86 * std < x.std() < 0.90 * std
+    assert abs(x.mean()) < 0.01 * std
+    assert (x.abs() > 1.5 * std).float().mean() > 0.05  # really spread out to the cut, not squeezed
+
+
+# ---- sincos_pos_embed_2d ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("grid, D", [(4, 16), ((3, 5), 8), (14, 64), ((2, 7), 32)])
+def test_sincos_equals_numpy_reference(grid, D):
+    rows, cols = (grid, grid) if isinstance(grid, int) else grid
+    table = sincos_pos_embed_2d(grid, D, cls_token=False)
+    assert table.shape == (1, rows * cols, D)
+    assert table.dtype == torch.float32
+    expected = torch.from_numpy(numpy_sincos_2d(rows, cols, D)).float().unsqueeze(0)
+    torch.testing.assert_close(table, expected, atol=1e-6, rtol=0)
+
+
+def test_sincos_class_token_row_is_zero_and_rest_unchanged():
+    with_cls = sincos_pos_embed_2d((3, 4), 16, cls_token=True)
+    without = sincos_pos_embed_2d((3, 4), 16, cls_token=False)
+    assert with_cls.shape == (1, 13, 16)
+    assert torch.equal(with_cls[0, 0], torch.zeros(16))
+    assert torch.equal(with_cls[:, 1:], without)
+
+
+def test_sincos_first_half_codes_column_second_half_row():
+    D = 16
+    table = sincos_pos_embed_2d((3, 4), D, cls_token=False)[0].reshape(3, 4, D)
+    # same column, other row: the first half is identical, the second is not
+    assert torch.equal(table[0, 2, : D // 2], table[2, 2, : D // 2])
+    assert not torch.equal(table[0, 2, D // 2 :], table[2, 2, D // 2 :])
+    # same row, other column: the other way round
+    assert torch.equal(table[1, 0, D // 2 :], table[1, 3, D // 2 :])
+    assert not torch.equal(table[1, 0, : D // 2], table[1, 3, : D // 2])
+
+
+@pytest.mark.parametrize("grid, D", [(14, 64), (8, 32), (14, 768)])
+def test_sincos_neighbours_are_more_similar_than_far_patches(grid, D):
+    table = F.normalize(sincos_pos_embed_2d(grid, D, cls_token=False)[0], dim=1)
+    similarity = table @ table.T  # (N, N) cosine similarity
+    row = torch.arange(grid).repeat_interleave(grid)
+    col = torch.arange(grid).repeat(grid)
+    distance = ((row[:, None] - row[None]) ** 2 + (col[:, None] - col[None]) ** 2).float().sqrt()
+    assert similarity[distance == 1].min() > similarity[distance >= 2].max()
+    torch.testing.assert_close(similarity.diagonal(), torch.ones(grid * grid), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("D", [6, 30, 2])
+def test_sincos_rejects_width_not_divisible_by_4(D):
+    with pytest.raises(ValueError, match=rf"divisible by 4, got {D}"):
+        sincos_pos_embed_2d(4, D)
+
+
+# ---- resize_pos_embed -------------------------------------------------------------------
+
+
+def test_resize_to_the_same_grid_is_an_equal_copy():
+    torch.manual_seed(0)
+    table = torch.randn(1, 1 + 16, 8)
+    resized = resize_pos_embed(table, 4, 4)
+    assert torch.equal(resized, table)
+    assert resized.data_ptr() != table.data_ptr()  # a copy, not the same storage
+
+
+@pytest.mark.parametrize(
+    "old, new, prefix", [(14, 24, 1), (4, 7, 1), ((3, 5), (6, 2), 1), (6, 3, 0), (4, 8, 2)]
+)
+def test_resize_shape_and_prefix_tokens_kept_exactly(old, new, prefix):
+    torch.manual_seed(0)
+    old_rows, old_cols = (old, old) if isinstance(old, int) else old
+    new_rows, new_cols = (new, new) if isinstance(new, int) else new
+    table = torch.randn(1, prefix + old_rows * old_cols, 12)
+    resized = resize_pos_embed(table, old, new, num_prefix_tokens=prefix)
+    assert resized.shape == (1, prefix + new_rows * new_cols, 12)
+    assert torch.equal(resized[:, :prefix], table[:, :prefix])
+
+
+def test_resize_up_then_down_is_close_for_a_smooth_table():
+    table = sincos_pos_embed_2d(14, 64)  # smooth over the grid
+    back = resize_pos_embed(resize_pos_embed(table, 14, 24), 24, 14)
+    assert back.shape == table.shape
+    error = (back - table).abs()
+    assert error.max() < 0.1 and error.mean() < 0.01  # values are of order 1
+    torch.manual_seed(0)
+    noise = torch.randn(1, 197, 64)  # not smooth: the round trip loses it (shows the bound bites)
+    noise_back = resize_pos_embed(resize_pos_embed(noise, 14, 24), 24, 14)
+    assert (noise_back - noise).abs().mean() > 0.1
+
+
+def test_resize_keeps_the_grid_layout():
+    # an entry that codes its own (row, col) still codes them after resizing: smooth and in order
+    table = sincos_pos_embed_2d(8, 32)
+    resized = resize_pos_embed(table, 8, 16)[0, 1:].reshape(16, 16, 32)
+    assert (resized[0, 0] - resized[0, 15]).abs().sum() > 1  # corners differ
+    # the column code (first half) does not change down a column; the row code not along a row
+    torch.testing.assert_close(resized[0, :, :16], resized[9, :, :16], atol=1e-5, rtol=0)
+    torch.testing.assert_close(resized[:, 3, 16:], resized[:, 12, 16:], atol=1e-5, rtol=0)
+
+
+def test_resize_keeps_a_constant_table_constant():
+    torch.manual_seed(0)
+    D = 8
+    cls = torch.randn(1, 1, D)
+    value = torch.randn(1, 1, D)
+    table = torch.cat([cls, value.expand(1, 36, D)], dim=1)  # (1, 1 + 6*6, D)
+    resized = resize_pos_embed(table, 6, (9, 4))
+    assert torch.equal(resized[:, :1], cls)
+    torch.testing.assert_close(resized[:, 1:], value.expand(1, 36, D), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 8), (1, 18, 8), (2, 17, 8), (17, 8)])
+def test_resize_rejects_a_table_of_the_wrong_shape(shape):
+    with pytest.raises(ValueError, match=r"expected a position table shaped \(1, 17, D\)"):
+        resize_pos_embed(torch.zeros(shape), 4, 8)
+
+
+# ---- prepend_cls_token ------------------------------------------------------------------
+
+
+def test_prepend_cls_token_puts_the_same_token_first_for_every_image():
+    torch.manual_seed(0)
+    tokens = torch.randn(3, 5, 8)
+    cls = torch.randn(1, 1, 8)
+    out = prepend_cls_token(tokens, cls)
+    assert out.shape == (3, 6, 8)
+    for b in range(3):
+        assert torch.equal(out[b, 0], cls[0, 0])
+    assert torch.equal(out[:, 1:], tokens)
+
+
+def test_prepend_cls_token_lets_gradients_reach_the_token():
+    torch.manual_seed(0)
+    cls = torch.randn(1, 1, 4, requires_grad=True)
+    prepend_cls_token(torch.randn(3, 2, 4), cls)[:, 0].sum().backward()
+    torch.testing.assert_close(cls.grad, torch.full((1, 1, 4), 3.0))
+
+
+def test_prepend_cls_token_rejects_wrong_width():
+    with pytest.raises(ValueError, match=r"\(1, 1, D=8\)"):
+        prepend_cls_token(torch.zeros(2, 5, 8), torch.zeros(1, 1, 4))

@@ -1,0 +1,138 @@
+"""MLP and EncoderBlock against torch's nn.TransformerEncoderLayer with copied weights."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from utils.encoder import MLP, EncoderBlock
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+def randomize_(module: nn.Module) -> nn.Module:
+    """Random weights, biases and LayerNorm affines, so that no default init hides a mistake."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0, 0.3)
+    return module
+
+
+def torch_layer_from(block: EncoderBlock, eps: float) -> nn.TransformerEncoderLayer:
+    """A TransformerEncoderLayer holding the block's weights (same pre/post-norm choice)."""
+    dim, hidden = block.mlp.fc1.in_features, block.mlp.fc1.out_features
+    layer = nn.TransformerEncoderLayer(
+        dim, block.attn.num_heads, dim_feedforward=hidden, dropout=0.0, activation="gelu",
+        batch_first=True, norm_first=block.norm_first, layer_norm_eps=eps,
+    )  # fmt: skip
+    with torch.no_grad():
+        layer.self_attn.in_proj_weight.copy_(block.attn.qkv.weight)
+        layer.self_attn.in_proj_bias.copy_(block.attn.qkv.bias)
+        layer.self_attn.out_proj.weight.copy_(block.attn.proj.weight)
+        layer.self_attn.out_proj.bias.copy_(block.attn.proj.bias)
+        layer.linear1.load_state_dict(block.mlp.fc1.state_dict())
+        layer.linear2.load_state_dict(block.mlp.fc2.state_dict())
+        layer.norm1.load_state_dict(block.norm1.state_dict())
+        layer.norm2.load_state_dict(block.norm2.state_dict())
+    return layer.eval()
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
+@pytest.mark.parametrize(
+    "B, T, D, heads, mlp_ratio, eps",
+    [(2, 5, 16, 4, 4.0, 1e-6), (1, 9, 24, 3, 2.0, 1e-5), (3, 4, 8, 1, 3.0, 1e-6)],
+)
+def test_block_matches_transformer_encoder_layer(norm_first, B, T, D, heads, mlp_ratio, eps):
+    torch.manual_seed(0)
+    block = randomize_(EncoderBlock(D, heads, mlp_ratio, norm_first=norm_first, norm_eps=eps)).eval()
+    layer = torch_layer_from(block, eps)
+    x = torch.randn(B, T, D)
+    out, weights = block(x, return_attention=True)
+    assert out.shape == (B, T, D) and weights.shape == (B, heads, T, T)
+    torch.testing.assert_close(out, layer(x), **TOL)
+    torch.testing.assert_close(block(x), out)
+
+
+def test_pre_norm_and_post_norm_differ():
+    torch.manual_seed(0)
+    pre = randomize_(EncoderBlock(16, 4, norm_first=True)).eval()
+    post = EncoderBlock(16, 4, norm_first=False).eval()
+    post.load_state_dict(pre.state_dict())
+    x = torch.randn(2, 5, 16)
+    assert not torch.allclose(pre(x), post(x), atol=1e-3)
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
+def test_block_with_key_padding_mask_matches_torch(norm_first):
+    torch.manual_seed(0)
+    B, T, D, heads = 3, 6, 16, 4
+    block = randomize_(EncoderBlock(D, heads, norm_first=norm_first)).eval()
+    layer = torch_layer_from(block, 1e-6)
+    x = torch.randn(B, T, D)
+    padding = torch.arange(T)[None, :] >= torch.tensor([6, 4, 2])[:, None]  # torch: True = ignore
+    ours = block(x, mask=~padding[:, None, None, :])  # ours: True = attend
+    theirs = layer(x, src_key_padding_mask=padding)
+    real = ~padding  # torch's fast path may zero the padded positions; compare the real tokens
+    torch.testing.assert_close(ours[real], theirs[real], **TOL)
+
+
+def test_block_attention_weights_come_from_the_normed_input():
+    torch.manual_seed(0)
+    block = randomize_(EncoderBlock(16, 4, norm_first=True)).eval()
+    x = torch.randn(2, 5, 16)
+    _, weights = block(x, return_attention=True)
+    _, expected = block.attn(block.norm1(x), return_attention=True)
+    torch.testing.assert_close(weights, expected)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 5), **TOL)
+
+
+def test_block_names_follow_the_reference_vit():
+    block = EncoderBlock(16, 4, mlp_ratio=4.0)
+    names = {name for name, _ in block.named_parameters()}
+    assert names == {
+        f"{layer}.{kind}"
+        for layer in ("norm1", "attn.qkv", "attn.proj", "norm2", "mlp.fc1", "mlp.fc2")
+        for kind in ("weight", "bias")
+    }
+    assert block.mlp.fc1.out_features == 64
+    assert block.norm1.eps == 1e-6
+
+
+def test_block_dropout_only_in_training():
+    torch.manual_seed(0)
+    block = EncoderBlock(16, 4, dropout=0.3, attn_dropout=0.3)
+    x = torch.randn(2, 5, 16)
+    block.eval()
+    assert torch.equal(block(x), block(x))
+    block.train()
+    assert not torch.allclose(block(x), block(x))
+
+
+# ---- MLP ---------------------------------------------------------------------------------
+
+
+def test_mlp_shape_and_exact_gelu():
+    torch.manual_seed(0)
+    mlp = randomize_(MLP(8, 32)).eval()
+    x = torch.randn(2, 5, 8)
+    out = mlp(x)
+    assert out.shape == (2, 5, 8)
+    assert mlp.fc1.weight.shape == (32, 8) and mlp.fc2.weight.shape == (8, 32)
+    expected = F.linear(F.gelu(F.linear(x, mlp.fc1.weight, mlp.fc1.bias)), mlp.fc2.weight, mlp.fc2.bias)
+    torch.testing.assert_close(out, expected, **TOL)
+    tanh_gelu = F.linear(
+        F.gelu(F.linear(x, mlp.fc1.weight, mlp.fc1.bias), approximate="tanh"), mlp.fc2.weight, mlp.fc2.bias
+    )
+    assert not torch.allclose(out, tanh_gelu, atol=1e-6, rtol=0)  # the exact (erf) GELU, as in ViT
+
+
+def test_mlp_acts_on_each_token_alone():
+    torch.manual_seed(0)
+    mlp = randomize_(MLP(8, 16)).eval()
+    x = torch.randn(1, 6, 8)
+    out = mlp(x)
+    x2 = x.clone()
+    x2[0, 3] = torch.randn(8)  # change one token
+    out2 = mlp(x2)
+    changed = (out2 - out).abs().sum(-1)[0] > 0
+    assert changed.tolist() == [False, False, False, True, False, False]

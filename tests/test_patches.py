@@ -1,0 +1,137 @@
+"""patchify / unpatchify / PatchEmbedding against Tensor.unfold and nn.Conv2d."""
+
+import pytest
+import torch
+from torch import nn
+
+from utils.patches import PatchEmbedding, patchify, unpatchify
+
+# (B, C, H, W, P): square and non-square images, RGB and grayscale, P = 1 and P = side.
+SHAPES = [
+    (2, 3, 8, 8, 4),
+    (1, 1, 12, 8, 4),
+    (3, 3, 6, 15, 3),
+    (2, 2, 4, 4, 1),
+    (2, 3, 16, 16, 16),
+    (1, 1, 32, 48, 8),
+]
+
+
+def unfold_patches(images: torch.Tensor, P: int) -> torch.Tensor:
+    """Independent reference: Tensor.unfold cuts the patches, then (rows, cols) -> N, (C, P, P) -> C*P*P."""
+    B, C, H, W = images.shape
+    windows = images.unfold(2, P, P).unfold(3, P, P)  # (B, C, rows, cols, P, P)
+    windows = windows.permute(0, 2, 3, 1, 4, 5)  # (B, rows, cols, C, P, P)
+    return windows.reshape(B, (H // P) * (W // P), C * P * P)
+
+
+@pytest.mark.parametrize("B, C, H, W, P", SHAPES)
+def test_patchify_equals_unfold_reference(B, C, H, W, P):
+    torch.manual_seed(0)
+    images = torch.randn(B, C, H, W)
+    patches = patchify(images, P)
+    assert patches.shape == (B, (H // P) * (W // P), C * P * P)
+    assert torch.equal(patches, unfold_patches(images, P))
+
+
+@pytest.mark.parametrize("B, C, H, W, P", SHAPES)
+def test_unpatchify_inverts_patchify_exactly(B, C, H, W, P):
+    torch.manual_seed(0)
+    images = torch.randn(B, C, H, W)
+    assert torch.equal(unpatchify(patchify(images, P), P, (H, W)), images)
+
+
+def test_unpatchify_accepts_one_side_for_square_images():
+    torch.manual_seed(0)
+    images = torch.randn(2, 3, 12, 12)
+    assert torch.equal(unpatchify(patchify(images, 4), 4, 12), images)
+
+
+def test_patches_are_row_major():
+    torch.manual_seed(0)
+    images = torch.randn(2, 3, 12, 16)  # 3 rows x 4 cols of 4 px patches
+    P = 4
+    patches = patchify(images, P)
+    # patch 1: top row, second from the left; patch 4: second row, leftmost; the last: bottom right
+    assert torch.equal(patches[:, 1], images[:, :, 0:P, P : 2 * P].reshape(2, -1))
+    assert torch.equal(patches[:, 4], images[:, :, P : 2 * P, 0:P].reshape(2, -1))
+    assert torch.equal(patches[:, 11], images[:, :, 2 * P :, 3 * P :].reshape(2, -1))
+    # within a patch: channel first, then row, then column of the pixel
+    assert patches[0, 1, 0] == images[0, 0, 0, P]
+    assert patches[0, 1, 1] == images[0, 0, 0, P + 1]
+    assert patches[0, 1, P] == images[0, 0, 1, P]
+    assert patches[0, 1, P * P] == images[0, 1, 0, P]
+
+
+@pytest.mark.parametrize("B, C, H, W, P", [(2, 3, 8, 8, 4), (1, 1, 12, 8, 4), (2, 3, 6, 15, 3)])
+def test_linear_on_patches_equals_strided_conv_and_patch_embedding(B, C, H, W, P):
+    torch.manual_seed(0)
+    D = 5
+    images = torch.randn(B, C, H, W)
+    conv = nn.Conv2d(C, D, kernel_size=P, stride=P)
+    with torch.no_grad():
+        expected = conv(images).flatten(2).transpose(1, 2)  # (B, N, D), row-major
+        linear_out = patchify(images, P) @ conv.weight.reshape(D, C * P * P).T + conv.bias
+        embed = PatchEmbedding((H, W), P, C, D)
+        embed.proj.load_state_dict(conv.state_dict())
+        tokens = embed(images)
+    N = (H // P) * (W // P)
+    assert tokens.shape == (B, N, D)
+    assert embed.num_patches == N and embed.grid_size == (H // P, W // P)
+    torch.testing.assert_close(linear_out, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(tokens, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_patch_embedding_has_a_strided_conv_named_proj():
+    embed = PatchEmbedding(32, 8, 3, 16)
+    assert isinstance(embed.proj, nn.Conv2d)
+    assert embed.proj.kernel_size == (8, 8) and embed.proj.stride == (8, 8)
+    assert set(dict(embed.named_parameters())) == {"proj.weight", "proj.bias"}
+
+
+# ---- clear errors ------------------------------------------------------------------------
+
+
+def test_patchify_rejects_side_not_divisible_by_patch_size():
+    with pytest.raises(ValueError, match=r"10x12 is not divisible by the patch size 4"):
+        patchify(torch.zeros(1, 3, 10, 12), 4)
+
+
+def test_patchify_rejects_3d_input_with_unsqueeze_hint():
+    with pytest.raises(ValueError, match=r"\(B, C, H, W\).*3-D.*unsqueeze\(0\)"):
+        patchify(torch.zeros(3, 8, 8), 4)
+
+
+def test_patch_embedding_rejects_wrong_channel_count():
+    embed = PatchEmbedding(8, 4, 3, 6)
+    with pytest.raises(ValueError, match=r"expected 3 channels.*got 1 channels") as info:
+        embed(torch.zeros(2, 1, 8, 8))
+    assert "channels-last" not in str(info.value)
+
+
+def test_patch_embedding_hints_at_channels_last():
+    embed = PatchEmbedding(8, 4, 3, 6)
+    with pytest.raises(ValueError, match=r"expected 3 channels.*channels-last.*permute\(0, 3, 1, 2\)"):
+        embed(torch.zeros(2, 8, 8, 3))
+
+
+def test_patch_embedding_rejects_other_image_size():
+    embed = PatchEmbedding(32, 4, 3, 6)
+    with pytest.raises(ValueError, match=r"expected 32x32 images.*got 64x48"):
+        embed(torch.zeros(1, 3, 64, 48))
+
+
+def test_patch_embedding_rejects_image_size_not_divisible():
+    with pytest.raises(ValueError, match=r"30x30 is not divisible by the patch size 4"):
+        PatchEmbedding(30, 4, 3, 6)
+
+
+def test_unpatchify_rejects_wrong_number_of_patches():
+    patches = patchify(torch.zeros(1, 3, 8, 8), 4)  # N = 4
+    with pytest.raises(ValueError, match=r"N=16.*got \(1, 4, 48\)"):
+        unpatchify(patches, 4, 16)
+
+
+def test_unpatchify_rejects_patch_width_not_a_multiple_of_p_squared():
+    with pytest.raises(ValueError, match=r"got \(1, 4, 47\)"):
+        unpatchify(torch.zeros(1, 4, 47), 4, 8)

@@ -1,0 +1,82 @@
+"""Seeding and device choice."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from utils.runtime import get_device, set_seed
+
+
+def draw():
+    return torch.randn(5), np.random.rand(5), [random.random() for _ in range(5)]
+
+
+def test_set_seed_repeats_torch_numpy_and_python():
+    assert set_seed(123) == 123
+    first = draw()
+    set_seed(123)
+    second = draw()
+    assert torch.equal(first[0], second[0])
+    assert np.array_equal(first[1], second[1])
+    assert first[2] == second[2]
+    set_seed(124)
+    third = draw()
+    assert not torch.equal(first[0], third[0])
+    assert not np.array_equal(first[1], third[1])
+    assert first[2] != third[2]
+
+
+def test_set_seed_default_is_zero():
+    assert set_seed() == 0
+    first = torch.randn(3)
+    torch.manual_seed(0)
+    assert torch.equal(first, torch.randn(3))
+
+
+def test_get_device_defaults_to_cpu_without_an_accelerator(monkeypatch):
+    if torch.cuda.is_available() or torch.backends.mps.is_available():
+        pytest.skip("an accelerator is available here, so the default device is not the CPU")
+    monkeypatch.delenv("VIT_DEVICE", raising=False)
+    assert get_device() == torch.device("cpu")
+
+
+def test_get_device_by_name(monkeypatch):
+    monkeypatch.delenv("VIT_DEVICE", raising=False)
+    device = get_device("cpu")
+    assert isinstance(device, torch.device) and device.type == "cpu"
+
+
+def unavailable_device() -> str:
+    for name, available in [("cuda", torch.cuda.is_available()), ("mps", torch.backends.mps.is_available())]:
+        if not available:
+            return name
+    pytest.skip("both CUDA and MPS are available here")
+
+
+def test_get_device_rejects_an_unavailable_device(monkeypatch):
+    monkeypatch.delenv("VIT_DEVICE", raising=False)
+    name = unavailable_device()
+    with pytest.raises(ValueError, match=rf"device '{name}' is not available here.*'cpu'"):
+        get_device(name)
+
+
+def test_get_device_honours_vit_device(monkeypatch):
+    monkeypatch.setenv("VIT_DEVICE", "cpu")
+    assert get_device() == torch.device("cpu")
+    name = unavailable_device()
+    monkeypatch.setenv("VIT_DEVICE", name)
+    with pytest.raises(ValueError, match=rf"device '{name}' is not available"):
+        get_device()
+    assert get_device("cpu") == torch.device("cpu")  # an explicit name wins over the variable
+
+
+def test_get_device_names_a_misspelt_device():
+    with pytest.raises(ValueError, match=r"unknown device 'gpu'.*'cuda'"):
+        get_device("gpu")
+
+
+def test_an_empty_vit_device_means_choose(monkeypatch):
+    monkeypatch.setenv("VIT_DEVICE", "")
+    assert isinstance(get_device(), torch.device)

@@ -1,0 +1,343 @@
+"""The whole ViT: config, timm parameter names, checkpoints, and an independent reference
+forward pass built from torch's own Conv2d / TransformerEncoderLayer / LayerNorm / Linear."""
+
+import re
+
+import pytest
+import torch
+from torch import nn
+
+from utils.embeddings import sincos_pos_embed_2d
+from utils.patches import patchify, unpatchify
+from utils.vit import ViTConfig, VisionTransformer
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+def tiny(**overrides) -> ViTConfig:
+    """An even smaller config than the course's tiny one, to keep the suite fast."""
+    return ViTConfig.tiny(**{"depth": 2, **overrides})
+
+
+def randomize_(module: nn.Module) -> nn.Module:
+    """Random values everywhere (biases, LayerNorm affines, class token, positions included)."""
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0, 0.2)
+    return module
+
+
+# ---- ViT-B/16 ----------------------------------------------------------------------------
+
+
+def test_vit_b16_shapes_and_parameter_count():
+    torch.manual_seed(0)
+    config = ViTConfig.vit_b16()
+    assert (config.image_size, config.patch_size, config.embed_dim, config.depth, config.num_heads) == (
+        224, 16, 768, 12, 12,
+    )  # fmt: skip
+    assert config.num_patches == 196 and config.num_tokens == 197
+    model = VisionTransformer(config).eval()
+    assert sum(p.numel() for p in model.parameters()) == 86_567_656
+    with torch.no_grad():
+        tokens = model.forward_features(torch.randn(1, 3, 224, 224))
+        assert tokens.shape == (1, 197, 768)
+        assert model.head(tokens[:, 0]).shape == (1, 1000)
+
+
+# ---- config validation -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(embed_dim=64, num_heads=5), r"embed_dim 64 is not divisible by num_heads 5"),
+        (dict(image_size=30), r"image_size 30x30 is not divisible by patch_size 4"),
+        (dict(image_size=(32, 30)), r"image_size 32x30 is not divisible by patch_size 4"),
+        (dict(pool="max"), r"pool must be 'cls' or 'mean', got 'max'"),
+        (dict(pos_embed="rope"), r"pos_embed must be one of .*got 'rope'"),
+        (dict(pos_embed="sincos", embed_dim=66, num_heads=3), r"divisible by 4, got 66"),
+    ],
+)
+def test_config_rejects_bad_values(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        ViTConfig.tiny(**overrides)
+
+
+def test_tiny_preset():
+    config = ViTConfig.tiny()
+    assert config.num_patches == 64 and config.num_tokens == 65
+    assert ViTConfig.tiny(pool="mean").num_tokens == 64
+
+
+# ---- parameter names and checkpoints -----------------------------------------------------
+
+
+def timm_shapes(config: ViTConfig) -> dict[str, tuple[int, ...]]:
+    """The state dict of timm's VisionTransformer for this config, written out by hand."""
+    D, C, P, K = config.embed_dim, config.in_channels, config.patch_size, config.num_classes
+    hidden = int(D * config.mlp_ratio)
+    shapes = {
+        "cls_token": (1, 1, D),
+        "pos_embed": (1, config.num_tokens, D),
+        "patch_embed.proj.weight": (D, C, P, P),
+        "patch_embed.proj.bias": (D,),
+    }
+    for i in range(config.depth):
+        shapes |= {
+            f"blocks.{i}.norm1.weight": (D,), f"blocks.{i}.norm1.bias": (D,),
+            f"blocks.{i}.attn.qkv.weight": (3 * D, D), f"blocks.{i}.attn.qkv.bias": (3 * D,),
+            f"blocks.{i}.attn.proj.weight": (D, D), f"blocks.{i}.attn.proj.bias": (D,),
+            f"blocks.{i}.norm2.weight": (D,), f"blocks.{i}.norm2.bias": (D,),
+            f"blocks.{i}.mlp.fc1.weight": (hidden, D), f"blocks.{i}.mlp.fc1.bias": (hidden,),
+            f"blocks.{i}.mlp.fc2.weight": (D, hidden), f"blocks.{i}.mlp.fc2.bias": (D,),
+        }  # fmt: skip
+    shapes |= {"norm.weight": (D,), "norm.bias": (D,), "head.weight": (K, D), "head.bias": (K,)}
+    return shapes
+
+
+@pytest.mark.parametrize("config", [tiny(), tiny(depth=3, embed_dim=48, num_heads=3, mlp_ratio=3.0)])
+def test_state_dict_has_exactly_the_timm_names_and_shapes(config):
+    model = VisionTransformer(config)
+    own = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    assert own == timm_shapes(config)
+
+
+def test_a_timm_layout_checkpoint_loads_strictly_and_round_trips():
+    torch.manual_seed(0)
+    config = tiny()
+    checkpoint = {name: torch.randn(shape) for name, shape in timm_shapes(config).items()}
+    model = VisionTransformer(config)
+    result = model.load_state_dict(checkpoint)
+    assert not result.missing_keys and not result.unexpected_keys
+    reloaded = model.state_dict()
+    assert reloaded.keys() == checkpoint.keys()
+    for name, tensor in checkpoint.items():
+        assert torch.equal(reloaded[name], tensor), name
+    # and the model uses them: a second model loaded the same way gives the same logits
+    other = VisionTransformer(config)
+    other.load_state_dict(checkpoint)
+    images = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(model.eval()(images), other.eval()(images), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "name, shape",
+    [("pos_embed", (1, 17, 64)), ("head.weight", (5, 64)), ("blocks.1.attn.qkv.weight", (96, 64))],
+)
+def test_a_checkpoint_of_another_shape_raises_a_value_error_naming_the_key(name, shape):
+    torch.manual_seed(0)
+    config = tiny()
+    checkpoint = {n: torch.randn(s) for n, s in timm_shapes(config).items()}
+    checkpoint[name] = torch.randn(shape)
+    model = VisionTransformer(config)
+    with pytest.raises(ValueError, match=re.escape(f"{name}: checkpoint {shape}")):
+        model.load_state_dict(checkpoint)
+
+
+# ---- training and attention --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pool", ["cls", "mean"])
+def test_gradients_reach_every_parameter(pool):
+    torch.manual_seed(0)
+    model = VisionTransformer(tiny(pool=pool))
+    logits = model(torch.randn(2, 3, 32, 32))
+    nn.functional.cross_entropy(logits, torch.tensor([1, 7])).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None, name
+        assert p.grad.abs().sum() > 0, name
+
+
+def test_return_attention_shapes_and_rows():
+    torch.manual_seed(0)
+    config = tiny(depth=3)
+    model = VisionTransformer(config).eval()
+    images = torch.randn(2, 3, 32, 32)
+    logits, attn = model(images, return_attention=True)
+    assert logits.shape == (2, 10)
+    assert attn.shape == (3, 2, 4, 65, 65)  # (depth, B, heads, T, T)
+    torch.testing.assert_close(attn.sum(-1), torch.ones(3, 2, 4, 65), **TOL)
+    torch.testing.assert_close(logits, model(images), rtol=0, atol=0)
+    features, attn2 = model.forward_features(images, return_attention=True)
+    assert features.shape == (2, 65, 64)
+    assert torch.equal(attn, attn2)
+
+
+def test_mean_pool_has_no_class_token():
+    torch.manual_seed(0)
+    model = VisionTransformer(tiny(pool="mean")).eval()
+    assert model.cls_token is None
+    assert "cls_token" not in model.state_dict()
+    assert model.pos_embed.shape == (1, 64, 64)
+    images = torch.randn(2, 3, 32, 32)
+    tokens = model.forward_features(images)
+    assert tokens.shape == (2, 64, 64)  # T = N
+    torch.testing.assert_close(model(images), model.head(tokens.mean(1)), **TOL)
+
+
+@pytest.mark.parametrize("pool", ["cls", "mean"])
+def test_sincos_positions_are_a_fixed_buffer(pool):
+    model = VisionTransformer(tiny(pos_embed="sincos", pool=pool))
+    assert "pos_embed" not in dict(model.named_parameters())
+    assert "pos_embed" in dict(model.named_buffers())
+    assert "pos_embed" in model.state_dict()
+    assert torch.equal(model.pos_embed, sincos_pos_embed_2d(8, 64, cls_token=pool == "cls"))
+
+
+def test_no_positions():
+    model = VisionTransformer(tiny(pos_embed="none"))
+    assert model.pos_embed is None
+    assert "pos_embed" not in model.state_dict()
+
+
+def permute_patches(images: torch.Tensor, perm: torch.Tensor, P: int) -> torch.Tensor:
+    """The same images with their P x P patches shuffled by `perm`."""
+    return unpatchify(patchify(images, P)[:, perm], P, tuple(images.shape[-2:]))
+
+
+def test_without_positions_the_model_is_permutation_equivariant():
+    torch.manual_seed(0)
+    model = randomize_(VisionTransformer(tiny(pos_embed="none", pool="mean"))).eval()
+    images = torch.randn(2, 3, 32, 32)
+    perm = torch.randperm(64)
+    shuffled = permute_patches(images, perm, 4)
+    tokens, tokens_shuffled = model.forward_features(images), model.forward_features(shuffled)
+    torch.testing.assert_close(tokens_shuffled, tokens[:, perm], **TOL)
+    torch.testing.assert_close(model(shuffled), model(images), **TOL)  # mean pool: invariant
+
+
+def test_with_positions_shuffling_patches_changes_the_output():
+    torch.manual_seed(0)
+    model = randomize_(VisionTransformer(tiny(pos_embed="learned", pool="mean"))).eval()
+    images = torch.randn(2, 3, 32, 32)
+    perm = torch.randperm(64)
+    shuffled = permute_patches(images, perm, 4)
+    assert not torch.allclose(model(shuffled), model(images), atol=1e-3)
+
+
+# ---- an independent reference built from torch's modules ---------------------------------
+
+
+def reference_logits(model: VisionTransformer, images: torch.Tensor) -> torch.Tensor:
+    """The ViT forward pass rebuilt from torch modules, with the model's weights copied in."""
+    config = model.config
+    D, P = config.embed_dim, config.patch_size
+    conv = nn.Conv2d(config.in_channels, D, kernel_size=P, stride=P)
+    conv.load_state_dict(model.patch_embed.proj.state_dict())
+    x = conv(images).flatten(2).transpose(1, 2)  # (B, N, D)
+    if config.pool == "cls":
+        x = torch.cat([model.cls_token.expand(len(x), 1, D), x], dim=1)
+    if config.pos_embed != "none":
+        x = x + model.pos_embed
+    for block in model.blocks:
+        layer = nn.TransformerEncoderLayer(
+            D, config.num_heads, dim_feedforward=int(D * config.mlp_ratio), dropout=0.0,
+            activation="gelu", batch_first=True, norm_first=True, layer_norm_eps=config.norm_eps,
+        )  # fmt: skip
+        with torch.no_grad():
+            layer.self_attn.in_proj_weight.copy_(block.attn.qkv.weight)
+            if block.attn.qkv.bias is not None:
+                layer.self_attn.in_proj_bias.copy_(block.attn.qkv.bias)
+            else:
+                layer.self_attn.in_proj_bias.zero_()
+            layer.self_attn.out_proj.weight.copy_(block.attn.proj.weight)
+            layer.self_attn.out_proj.bias.copy_(block.attn.proj.bias)
+        layer.linear1.load_state_dict(block.mlp.fc1.state_dict())
+        layer.linear2.load_state_dict(block.mlp.fc2.state_dict())
+        layer.norm1.load_state_dict(block.norm1.state_dict())
+        layer.norm2.load_state_dict(block.norm2.state_dict())
+        x = layer.eval()(x)
+    norm = nn.LayerNorm(D, eps=config.norm_eps)
+    norm.load_state_dict(model.norm.state_dict())
+    head = nn.Linear(D, config.num_classes)
+    head.load_state_dict(model.head.state_dict())
+    x = norm(x)
+    pooled = x[:, 0] if config.pool == "cls" else x.mean(1)
+    return head(pooled)
+
+
+REFERENCE_CONFIGS = {
+    "tiny": ViTConfig.tiny(),
+    "non-square-gray": ViTConfig(
+        image_size=(24, 40), patch_size=8, in_channels=1, num_classes=5, embed_dim=48, depth=2,
+        num_heads=3, mlp_ratio=3.0, norm_eps=1e-5,
+    ),
+    "mean-sincos-no-qkv-bias": ViTConfig(
+        image_size=16, patch_size=4, in_channels=2, num_classes=3, embed_dim=32, depth=3,
+        num_heads=8, mlp_ratio=1.5, qkv_bias=False, pool="mean", pos_embed="sincos",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", REFERENCE_CONFIGS)
+def test_logits_match_a_reference_built_from_torch_modules(name):
+    config = REFERENCE_CONFIGS[name]
+    model = randomize_(VisionTransformer(config)).eval()
+    torch.manual_seed(0)
+    H, W = (config.image_size,) * 2 if isinstance(config.image_size, int) else config.image_size
+    images = torch.randn(3, config.in_channels, H, W)
+    logits = model(images)
+    assert logits.shape == (3, config.num_classes)
+    torch.testing.assert_close(logits, reference_logits(model, images), **TOL)
+
+
+# ---- image size, determinism, dropout ----------------------------------------------------
+
+
+def test_set_image_size_resizes_the_learned_position_table():
+    torch.manual_seed(0)
+    model = randomize_(VisionTransformer(tiny())).eval()
+    old_cls_position = model.pos_embed[:, 0].detach().clone()
+    with pytest.raises(ValueError, match=r"expected 32x32 images.*got 48x48.*set_image_size"):
+        model(torch.randn(1, 3, 48, 48))
+    model.set_image_size(48)
+    assert isinstance(model.pos_embed, nn.Parameter)
+    assert model.pos_embed.shape == (1, 1 + 12 * 12, 64)
+    assert torch.equal(model.pos_embed[:, 0], old_cls_position)
+    assert model.config.image_size == 48 and model.config.num_tokens == 145
+    assert model(torch.randn(2, 3, 48, 48)).shape == (2, 10)
+    with pytest.raises(ValueError, match=r"expected 48x48 images.*got 32x32"):
+        model(torch.randn(1, 3, 32, 32))
+
+
+def test_set_image_size_rebuilds_the_sincos_table():
+    model = VisionTransformer(tiny(pos_embed="sincos")).eval()
+    model.set_image_size((32, 48))
+    assert "pos_embed" in dict(model.named_buffers())
+    assert "pos_embed" not in dict(model.named_parameters())
+    assert torch.equal(model.pos_embed, sincos_pos_embed_2d((8, 12), 64))
+    _, attn = model(torch.randn(1, 3, 32, 48), return_attention=True)
+    assert attn.shape == (2, 1, 4, 97, 97)
+
+
+def test_set_image_size_rejects_a_size_not_divisible_by_the_patch():
+    model = VisionTransformer(tiny())
+    with pytest.raises(ValueError, match=r"not divisible by the patch size 4"):
+        model.set_image_size(30)
+
+
+def test_eval_mode_is_deterministic():
+    torch.manual_seed(0)
+    model = VisionTransformer(tiny(dropout=0.2, attn_dropout=0.2)).eval()
+    images = torch.randn(2, 3, 32, 32)
+    assert torch.equal(model(images), model(images))
+
+
+def test_dropout_acts_in_training_only():
+    torch.manual_seed(0)
+    images = torch.randn(2, 3, 32, 32)
+    model = VisionTransformer(tiny(dropout=0.2, attn_dropout=0.2))
+    model.train()
+    assert not torch.allclose(model(images), model(images))
+    no_dropout = VisionTransformer(tiny())
+    no_dropout.load_state_dict(model.state_dict())
+    eval_logits = model.eval()(images)
+    torch.testing.assert_close(no_dropout.train()(images), eval_logits, rtol=0, atol=0)
+
+
+def test_model_rejects_images_with_the_wrong_channels():
+    model = VisionTransformer(tiny())
+    with pytest.raises(ValueError, match=r"expected 3 channels"):
+        model(torch.randn(1, 1, 32, 32))
