@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from references import randomize_, torch_mha_from
 from utils.attention import MultiHeadSelfAttention, scaled_dot_product_attention
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -129,28 +130,6 @@ def test_sdpa_rejects_k_v_length_mismatch():
 
 
 # ---- MultiHeadSelfAttention vs nn.MultiheadAttention ------------------------------------
-
-
-def torch_mha_from(ours: MultiHeadSelfAttention) -> nn.MultiheadAttention:
-    """nn.MultiheadAttention with our weights: in_proj <- qkv, out_proj <- proj."""
-    mha = nn.MultiheadAttention(ours.dim, ours.num_heads, bias=True, batch_first=True)
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(ours.qkv.weight)
-        if ours.qkv.bias is not None:
-            mha.in_proj_bias.copy_(ours.qkv.bias)
-        else:
-            mha.in_proj_bias.zero_()
-        mha.out_proj.weight.copy_(ours.proj.weight)
-        mha.out_proj.bias.copy_(ours.proj.bias)
-    return mha.eval()
-
-
-def randomize_(module: nn.Module) -> nn.Module:
-    """Random weights and biases, so that no zero-initialised bias hides a mistake."""
-    with torch.no_grad():
-        for p in module.parameters():
-            p.normal_(0, 0.3)
-    return module
 
 
 @pytest.mark.parametrize("B, N, D, heads", [(2, 5, 16, 4), (1, 9, 12, 3), (3, 4, 8, 1), (2, 7, 24, 8)])

@@ -5,36 +5,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from references import randomize_, torch_layer_from
 from utils.encoder import MLP, EncoderBlock
 
 TOL = dict(atol=1e-5, rtol=1e-5)
-
-
-def randomize_(module: nn.Module) -> nn.Module:
-    """Random weights, biases and LayerNorm affines, so that no default init hides a mistake."""
-    with torch.no_grad():
-        for p in module.parameters():
-            p.normal_(0, 0.3)
-    return module
-
-
-def torch_layer_from(block: EncoderBlock, eps: float) -> nn.TransformerEncoderLayer:
-    """A TransformerEncoderLayer holding the block's weights (same pre/post-norm choice)."""
-    dim, hidden = block.mlp.fc1.in_features, block.mlp.fc1.out_features
-    layer = nn.TransformerEncoderLayer(
-        dim, block.attn.num_heads, dim_feedforward=hidden, dropout=0.0, activation="gelu",
-        batch_first=True, norm_first=block.norm_first, layer_norm_eps=eps,
-    )  # fmt: skip
-    with torch.no_grad():
-        layer.self_attn.in_proj_weight.copy_(block.attn.qkv.weight)
-        layer.self_attn.in_proj_bias.copy_(block.attn.qkv.bias)
-        layer.self_attn.out_proj.weight.copy_(block.attn.proj.weight)
-        layer.self_attn.out_proj.bias.copy_(block.attn.proj.bias)
-        layer.linear1.load_state_dict(block.mlp.fc1.state_dict())
-        layer.linear2.load_state_dict(block.mlp.fc2.state_dict())
-        layer.norm1.load_state_dict(block.norm1.state_dict())
-        layer.norm2.load_state_dict(block.norm2.state_dict())
-    return layer.eval()
 
 
 @pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
@@ -45,7 +19,7 @@ def torch_layer_from(block: EncoderBlock, eps: float) -> nn.TransformerEncoderLa
 def test_block_matches_transformer_encoder_layer(norm_first, B, T, D, heads, mlp_ratio, eps):
     torch.manual_seed(0)
     block = randomize_(EncoderBlock(D, heads, mlp_ratio, norm_first=norm_first, norm_eps=eps)).eval()
-    layer = torch_layer_from(block, eps)
+    layer = torch_layer_from(block)
     x = torch.randn(B, T, D)
     out, weights = block(x, return_attention=True)
     assert out.shape == (B, T, D) and weights.shape == (B, heads, T, T)
@@ -67,7 +41,7 @@ def test_block_with_key_padding_mask_matches_torch(norm_first):
     torch.manual_seed(0)
     B, T, D, heads = 3, 6, 16, 4
     block = randomize_(EncoderBlock(D, heads, norm_first=norm_first)).eval()
-    layer = torch_layer_from(block, 1e-6)
+    layer = torch_layer_from(block)
     x = torch.randn(B, T, D)
     padding = torch.arange(T)[None, :] >= torch.tensor([6, 4, 2])[:, None]  # torch: True = ignore
     ours = block(x, mask=~padding[:, None, None, :])  # ours: True = attend

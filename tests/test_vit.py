@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from references import randomize_, torch_layer_from
 from utils.embeddings import sincos_pos_embed_2d
 from utils.patches import patchify, unpatchify
 from utils.vit import ViTConfig, VisionTransformer
@@ -17,15 +18,6 @@ TOL = dict(atol=1e-5, rtol=1e-5)
 def tiny(**overrides) -> ViTConfig:
     """An even smaller config than the course's tiny one, to keep the suite fast."""
     return ViTConfig.tiny(**{"depth": 2, **overrides})
-
-
-def randomize_(module: nn.Module) -> nn.Module:
-    """Random values everywhere (biases, LayerNorm affines, class token, positions included)."""
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.normal_(0, 0.2)
-    return module
 
 
 # ---- ViT-B/16 ----------------------------------------------------------------------------
@@ -199,7 +191,7 @@ def permute_patches(images: torch.Tensor, perm: torch.Tensor, P: int) -> torch.T
 
 def test_without_positions_the_model_is_permutation_equivariant():
     torch.manual_seed(0)
-    model = randomize_(VisionTransformer(tiny(pos_embed="none", pool="mean"))).eval()
+    model = randomize_(VisionTransformer(tiny(pos_embed="none", pool="mean")), std=0.2).eval()
     images = torch.randn(2, 3, 32, 32)
     perm = torch.randperm(64)
     shuffled = permute_patches(images, perm, 4)
@@ -210,7 +202,7 @@ def test_without_positions_the_model_is_permutation_equivariant():
 
 def test_with_positions_shuffling_patches_changes_the_output():
     torch.manual_seed(0)
-    model = randomize_(VisionTransformer(tiny(pos_embed="learned", pool="mean"))).eval()
+    model = randomize_(VisionTransformer(tiny(pos_embed="learned", pool="mean")), std=0.2).eval()
     images = torch.randn(2, 3, 32, 32)
     perm = torch.randperm(64)
     shuffled = permute_patches(images, perm, 4)
@@ -232,23 +224,7 @@ def reference_logits(model: VisionTransformer, images: torch.Tensor) -> torch.Te
     if config.pos_embed != "none":
         x = x + model.pos_embed
     for block in model.blocks:
-        layer = nn.TransformerEncoderLayer(
-            D, config.num_heads, dim_feedforward=int(D * config.mlp_ratio), dropout=0.0,
-            activation="gelu", batch_first=True, norm_first=True, layer_norm_eps=config.norm_eps,
-        )  # fmt: skip
-        with torch.no_grad():
-            layer.self_attn.in_proj_weight.copy_(block.attn.qkv.weight)
-            if block.attn.qkv.bias is not None:
-                layer.self_attn.in_proj_bias.copy_(block.attn.qkv.bias)
-            else:
-                layer.self_attn.in_proj_bias.zero_()
-            layer.self_attn.out_proj.weight.copy_(block.attn.proj.weight)
-            layer.self_attn.out_proj.bias.copy_(block.attn.proj.bias)
-        layer.linear1.load_state_dict(block.mlp.fc1.state_dict())
-        layer.linear2.load_state_dict(block.mlp.fc2.state_dict())
-        layer.norm1.load_state_dict(block.norm1.state_dict())
-        layer.norm2.load_state_dict(block.norm2.state_dict())
-        x = layer.eval()(x)
+        x = torch_layer_from(block)(x)  # torch's own encoder layer
     norm = nn.LayerNorm(D, eps=config.norm_eps)
     norm.load_state_dict(model.norm.state_dict())
     head = nn.Linear(D, config.num_classes)
@@ -273,9 +249,9 @@ REFERENCE_CONFIGS = {
 
 @pytest.mark.parametrize("name", REFERENCE_CONFIGS)
 def test_logits_match_a_reference_built_from_torch_modules(name):
-    config = REFERENCE_CONFIGS[name]
-    model = randomize_(VisionTransformer(config)).eval()
     torch.manual_seed(0)
+    config = REFERENCE_CONFIGS[name]
+    model = randomize_(VisionTransformer(config), std=0.2).eval()
     H, W = (config.image_size,) * 2 if isinstance(config.image_size, int) else config.image_size
     images = torch.randn(3, config.in_channels, H, W)
     logits = model(images)
@@ -288,7 +264,7 @@ def test_logits_match_a_reference_built_from_torch_modules(name):
 
 def test_set_image_size_resizes_the_learned_position_table():
     torch.manual_seed(0)
-    model = randomize_(VisionTransformer(tiny())).eval()
+    model = randomize_(VisionTransformer(tiny()), std=0.2).eval()
     old_cls_position = model.pos_embed[:, 0].detach().clone()
     with pytest.raises(ValueError, match=r"expected 32x32 images.*got 48x48.*set_image_size"):
         model(torch.randn(1, 3, 48, 48))
