@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from references import randomize_, torch_mha_from
-from utils.attention import MultiHeadSelfAttention, scaled_dot_product_attention
+from utils.attention import MultiHeadSelfAttention, merge_heads, scaled_dot_product_attention, split_heads
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -201,3 +201,23 @@ def test_mhsa_attention_dropout_only_in_training():
     torch.testing.assert_close(ours(x), ours(x), rtol=0, atol=0)
     ours.train()
     assert not torch.allclose(ours(x), ours(x))
+
+
+# ---- split_heads / merge_heads -----------------------------------------------------------
+
+
+def test_split_heads_matches_torch_multihead_layout():
+    # nn.MultiheadAttention splits its projections as view(N, B * heads, head_dim): head h owns
+    # the columns [h * head_dim, (h + 1) * head_dim) of every token
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 12)
+    heads = split_heads(x, 3)  # (2, 3, 5, 4)
+    assert heads.shape == (2, 3, 5, 4)
+    for h in range(3):
+        assert torch.equal(heads[:, h], x[..., 4 * h : 4 * (h + 1)])
+    assert torch.equal(merge_heads(heads), x)
+
+
+def test_split_heads_rejects_a_width_not_divisible_by_the_heads():
+    with pytest.raises(ValueError, match="width 10 is not divisible by num_heads 3"):
+        split_heads(torch.randn(1, 2, 10), 3)

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from utils.embeddings import (
+    pos_embed_similarity,
     prepend_cls_token,
     resize_pos_embed,
     sincos_pos_embed_2d,
@@ -177,3 +178,21 @@ def test_prepend_cls_token_lets_gradients_reach_the_token():
 def test_prepend_cls_token_rejects_wrong_width():
     with pytest.raises(ValueError, match=r"\(1, 1, D=8\)"):
         prepend_cls_token(torch.zeros(2, 5, 8), torch.zeros(1, 1, 4))
+
+
+def test_pos_embed_similarity_is_the_cosine_of_every_pair():
+    torch.manual_seed(0)
+    table = torch.randn(1, 1 + 6, 8)  # class token + a 2 x 3 grid
+    similarity = pos_embed_similarity(table)
+    assert similarity.shape == (6, 6)
+    expected = F.cosine_similarity(table[0, 1:, None, :], table[0, None, 1:, :], dim=-1)
+    torch.testing.assert_close(similarity, expected)
+    torch.testing.assert_close(similarity.diagonal(), torch.ones(6))
+    assert pos_embed_similarity(table[0, 1:], num_prefix_tokens=0).shape == (6, 6)
+
+
+def test_sincos_similarity_falls_with_distance_on_the_grid():
+    similarity = pos_embed_similarity(sincos_pos_embed_2d(8, 64))  # (64, 64)
+    corner = similarity[0].reshape(8, 8)
+    assert corner[0, 1] > corner[0, 4] > corner[0, 7]  # along the row
+    assert corner[1, 0] > corner[4, 0] > corner[7, 0]  # down the column

@@ -3,9 +3,15 @@
 pixels -> patches -> tokens -> attention -> blocks -> model; `viz` and `checks` sit on top.
 """
 
-from utils.attention import MultiHeadSelfAttention, scaled_dot_product_attention
+from utils.attention import (
+    MultiHeadSelfAttention,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
 from utils.data import load_sample_image
 from utils.embeddings import (
+    pos_embed_similarity,
     prepend_cls_token,
     resize_pos_embed,
     sincos_pos_embed_2d,
@@ -25,12 +31,15 @@ __all__ = [
     "VisionTransformer",
     "get_device",
     "load_sample_image",
+    "merge_heads",
     "patchify",
+    "pos_embed_similarity",
     "prepend_cls_token",
     "resize_pos_embed",
     "scaled_dot_product_attention",
     "set_seed",
     "sincos_pos_embed_2d",
+    "split_heads",
     "trunc_normal_",
     "unpatchify",
 ]

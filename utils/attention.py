@@ -68,6 +68,32 @@ def scaled_dot_product_attention(
     return dropped @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
 
 
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Cut the width of every token into `num_heads` equal slices, one per head.
+
+    Args:
+        x: (B, N, D), D divisible by num_heads.
+    Returns:
+        (B, heads, N, D // heads): each head sees every token, in its own slice of the width.
+    """
+    B, N, D = x.shape
+    if D % num_heads:
+        raise ValueError(f"width {D} is not divisible by num_heads {num_heads}")
+    return x.reshape(B, N, num_heads, D // num_heads).transpose(1, 2)  # (B, heads, N, head_dim)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """Undo split_heads: put the heads' slices side by side again.
+
+    Args:
+        x: (B, heads, N, head_dim).
+    Returns:
+        (B, N, heads * head_dim).
+    """
+    B, heads, N, head_dim = x.shape
+    return x.transpose(1, 2).reshape(B, N, heads * head_dim)  # (B, N, D)
+
+
 class MultiHeadSelfAttention(nn.Module):
     """Self-attention run in `num_heads` independent subspaces, then merged.
 
@@ -117,7 +143,7 @@ class MultiHeadSelfAttention(nn.Module):
         out, weights = scaled_dot_product_attention(
             q, k, v, mask, dropout_p=self.attn_drop if self.training else 0.0
         )  # (B, heads, N, head_dim), (B, heads, N, N)
-        out = out.transpose(1, 2).reshape(B, N, D)  # heads side by side again: (B, N, D)
+        out = merge_heads(out)  # heads side by side again: (B, N, D)
         out = self.proj_drop(self.proj(out))  # (B, N, D)
         return (out, weights) if return_attention else out
 

@@ -74,6 +74,22 @@ def sincos_pos_embed_2d(
     return table.unsqueeze(0)  # (1, T, D)
 
 
+def pos_embed_similarity(pos_embed: torch.Tensor, num_prefix_tokens: int = 1) -> torch.Tensor:
+    """Cosine similarity of every patch position's embedding with every other one's.
+
+    Lay row i out on the patch grid to see what position i is "close to" (ViT paper, Fig. 7).
+
+    Args:
+        pos_embed: (1, prefix + N, D) or (prefix + N, D) position table.
+        num_prefix_tokens: leading entries that are not patch positions (the class token).
+    Returns:
+        (N, N), entry [i, j] = cos(pos_i, pos_j), 1 on the diagonal.
+    """
+    table = pos_embed.reshape(-1, pos_embed.shape[-1])[num_prefix_tokens:]  # (N, D)
+    unit = F.normalize(table.float(), dim=-1)  # (N, D), each row of length 1
+    return unit @ unit.T  # (N, N)
+
+
 def resize_pos_embed(
     pos_embed: torch.Tensor,
     old_grid: int | tuple[int, int],

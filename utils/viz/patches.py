@@ -1,30 +1,18 @@
-"""Static pictures for the lessons: images, patch grids, token sequences.
-
-Every function takes tensors (never notebook globals) and returns the matplotlib Figure.
-"""
+"""Lesson 1's pictures: an image, its patch grid, the patches pulled apart, the token sequence."""
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib import patheffects
 import torch
+from matplotlib import patheffects
 
 from utils.patches import patchify, to_2tuple
-
-DPI = 80  # small figures keep the committed notebooks small
-
-
-def _to_numpy_image(image: torch.Tensor) -> np.ndarray:
-    """(C, H, W) tensor in [0, 1] -> (H, W, C) or (H, W) array for imshow."""
-    if image.ndim != 3:
-        raise ValueError(f"expected one image shaped (C, H, W), got {tuple(image.shape)}")
-    array = image.detach().cpu().float().clamp(0, 1).permute(1, 2, 0).numpy()  # (H, W, C)
-    return array[..., 0] if array.shape[-1] == 1 else array
+from utils.viz.core import DPI, to_numpy_image
 
 
 def show_image(image: torch.Tensor, title: str | None = None, size: float = 3.5) -> plt.Figure:
     """Draw one (C, H, W) image with its pixel axes."""
     fig, ax = plt.subplots(figsize=(size, size), dpi=DPI)
-    ax.imshow(_to_numpy_image(image), cmap="gray")
+    ax.imshow(to_numpy_image(image), cmap="gray")
     ax.set_title(title or f"image {tuple(image.shape)}")
     return fig
 
@@ -33,7 +21,7 @@ def _draw_patch_grid(ax: plt.Axes, image: torch.Tensor, patch_size: int, numbers
     """Draw `image` on `ax` with white patch borders and, if asked, each patch's token index."""
     C, H, W = image.shape
     rows, cols = H // patch_size, W // patch_size
-    ax.imshow(_to_numpy_image(image), cmap="gray")
+    ax.imshow(to_numpy_image(image), cmap="gray")
     for edge in range(0, W + 1, patch_size):
         ax.axvline(edge - 0.5, color="white", linewidth=0.8)
     for edge in range(0, H + 1, patch_size):
@@ -82,7 +70,7 @@ def show_patches(image: torch.Tensor, patch_size: int, gap: int = 2, size: float
             top, left = row * (P + gap), col * (P + gap)
             canvas[:, top : top + P, left : left + P] = patches[row, col]
     fig, ax = plt.subplots(figsize=(size, size * H / W), dpi=DPI)
-    ax.imshow(_to_numpy_image(canvas), cmap="gray")
+    ax.imshow(to_numpy_image(canvas), cmap="gray")
     ax.set_axis_off()
     ax.set_title(f"{rows * cols} patches, each {C} x {P} x {P}")
     return fig
@@ -107,7 +95,7 @@ def show_token_sequence(
     grid = fig.add_gridspec(2, count, height_ratios=[1, 3.2], hspace=0.45)
     for index in range(count):
         ax = fig.add_subplot(grid[0, index])
-        ax.imshow(_to_numpy_image(patches[index].reshape(C, P, P)), cmap="gray")
+        ax.imshow(to_numpy_image(patches[index].reshape(C, P, P)), cmap="gray")
         ax.set_xticks([])
         ax.set_yticks([])
         ax.set_xlabel(str(index), fontsize=8)

@@ -4,13 +4,8 @@ import pytest
 import torch
 
 from utils import patchify, unpatchify
-from utils.checks import (
-    CheckFailed,
-    check_attention_cost,
-    check_patchify,
-    check_unpatchify,
-    describe_match,
-)
+from utils.checks.core import CheckFailed, describe_match
+from utils.checks.patches import check_attention_cost, check_patchify, check_unpatchify
 
 
 def channels_last_patchify(images, P):

@@ -1,13 +1,10 @@
-"""Checkers for the learner's exercises: compare with the course's reference and name the mistake.
-
-A checker prints one line when the learner's function is right ("exact" or "approximate, max
-difference ...") and raises CheckFailed with a sentence a learner understands when it is not.
-"""
+"""Lesson 1's exercise checkers: patchify, unpatchify and the attention cost of a patch size."""
 
 from collections.abc import Callable
 
 import torch
 
+from utils.checks.core import CheckFailed, call_learner, describe_match, summarize
 from utils.patches import patchify, unpatchify
 
 PATCHIFY_CASES = [  # (B, C, H, W, P): square and not, RGB and grayscale, one and many patches
@@ -16,33 +13,6 @@ PATCHIFY_CASES = [  # (B, C, H, W, P): square and not, RGB and grayscale, one an
     (3, 1, 12, 12, 4),
     (1, 3, 16, 16, 16),
 ]
-
-
-class CheckFailed(AssertionError):
-    """The learner's answer differs from the reference; the message says how."""
-
-
-def describe_match(got: torch.Tensor, expected: torch.Tensor, atol: float = 1e-6) -> str:
-    """'exact', or 'approximate (max difference ...)' when within atol; raises CheckFailed otherwise."""
-    if torch.equal(got, expected):
-        return "exact"
-    difference = (got.double() - expected.double()).abs().max().item()
-    if difference <= atol:
-        return f"approximate (max difference {difference:.1e})"
-    raise CheckFailed(f"values differ from the reference: max difference {difference:.3g}")
-
-
-def _call(fn: Callable, *args):
-    """Run the learner's function; turn its own exception into a readable failure."""
-    try:
-        result = fn(*args)
-    except NotImplementedError:
-        raise
-    except Exception as error:  # the learner's code may raise anything
-        raise CheckFailed(f"your function raised {type(error).__name__}: {error}") from error
-    if not isinstance(result, torch.Tensor):
-        raise CheckFailed(f"expected a torch.Tensor, got {type(result).__name__}")
-    return result
 
 
 def _patch_variants(images: torch.Tensor, P: int) -> dict[str, torch.Tensor]:
@@ -69,7 +39,7 @@ def check_patchify(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
     for B, C, H, W, P in PATCHIFY_CASES:
         images = torch.rand(B, C, H, W, generator=generator)
         expected = patchify(images, P)
-        got = _call(fn, images.clone(), P)
+        got = call_learner(fn, images.clone(), P)
         N, CPP = expected.shape[1:]
         where = f"for images of shape {(B, C, H, W)} and patch size {P}"
         if got.shape != expected.shape:
@@ -88,7 +58,7 @@ def check_patchify(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
                 if torch.allclose(got, variant):
                     raise CheckFailed(f"{reason} ({where})") from None
             raise CheckFailed(f"{failure} {where}") from None
-    print(f"✓ patchify matches the reference on {len(verdicts)} image batches: {_summary(verdicts)}")
+    print(f"✓ patchify matches the reference on {len(verdicts)} image batches: {summarize(verdicts)}")
 
 
 def check_unpatchify(fn: Callable[[torch.Tensor, int, tuple[int, int]], torch.Tensor]) -> None:
@@ -98,7 +68,7 @@ def check_unpatchify(fn: Callable[[torch.Tensor, int, tuple[int, int]], torch.Te
     for B, C, H, W, P in PATCHIFY_CASES:
         images = torch.rand(B, C, H, W, generator=generator)
         patches = patchify(images, P)
-        got = _call(fn, patches.clone(), P, (H, W))
+        got = call_learner(fn, patches.clone(), P, (H, W))
         where = f"for images of shape {(B, C, H, W)} and patch size {P}"
         if got.shape != images.shape:
             hint = ""
@@ -114,7 +84,7 @@ def check_unpatchify(fn: Callable[[torch.Tensor, int, tuple[int, int]], torch.Te
                 f"{failure} {where}: undo patchify's steps in reverse order "
                 "(reshape to the grid, permute back, reshape to the image)"
             ) from None
-    print(f"✓ unpatchify inverts patchify on {len(verdicts)} image batches: {_summary(verdicts)}")
+    print(f"✓ unpatchify inverts patchify on {len(verdicts)} image batches: {summarize(verdicts)}")
 
 
 def check_attention_cost(fn: Callable[[int, int], tuple[int, int]]) -> None:
@@ -151,9 +121,3 @@ def check_attention_cost(fn: Callable[[int, int], tuple[int, int]]) -> None:
         if pairs != T * T:
             raise CheckFailed(f"expected {T * T} query-key pairs {where}, got {pairs}")
     print(f"✓ attention_cost is right on {len(cases)} image and patch sizes")
-
-
-def _summary(verdicts: list[str]) -> str:
-    """'exact' if all were exact, else the worst approximate verdict."""
-    inexact = [v for v in verdicts if v != "exact"]
-    return inexact[-1] if inexact else "exact"

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from utils import patchify
-from utils.viz import (
+from utils.viz.patches import (
     compare_patch_sizes,
     plot_token_counts,
     show_image,

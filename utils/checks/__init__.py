@@ -1,0 +1,9 @@
+"""The learner's exercise checkers, one module per lesson (`utils.checks.patches` for lesson 1, ...).
+
+Each checker compares the learner's function with the course's reference on random inputs and
+names the mistake in words; `core` holds what they share.
+"""
+
+from utils.checks.core import CheckFailed
+
+__all__ = ["CheckFailed"]
