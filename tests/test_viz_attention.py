@@ -27,7 +27,7 @@ def test_show_attention_draws_the_matrix_and_writes_small_ones_out():
 
 def test_show_attention_leaves_big_matrices_unannotated():
     ax = show_attention(torch.softmax(torch.randn(20, 20), dim=-1)).axes[0]
-    assert ax.texts == []
+    assert len(ax.texts) == 0
 
 
 def test_show_heads_draws_one_panel_per_head():
