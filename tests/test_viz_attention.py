@@ -1,4 +1,5 @@
-"""Attention heat maps draw the weights they are given, one panel per head."""
+"""Attention pictures: heat maps of the weights they are given, one panel per head, weight rows as
+bars, a text table, and the cost plot."""
 
 import matplotlib
 
@@ -8,7 +9,13 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from utils.viz.attention import show_attention, show_heads
+from utils.viz.attention import (
+    format_matrix,
+    plot_attention_cost,
+    show_attention,
+    show_heads,
+    show_weight_rows,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -43,3 +50,43 @@ def test_shapes_are_checked():
         show_attention(torch.rand(2, 3, 3))
     with pytest.raises(ValueError, match=r"\(heads, N_q, N_k\)"):
         show_heads(torch.rand(3, 3))
+
+
+def test_format_matrix_labels_rows_and_columns_and_rounds():
+    text = format_matrix(torch.tensor([[1.0, -0.001], [0.125, 2 / 3]]), labels=["a", "bb"])
+    assert text.splitlines() == [
+        "      a   bb",
+        " a 1.00 0.00",  # -0.001 is not written "-0.00"
+        "bb 0.12 0.67",
+    ]
+    wide = format_matrix(torch.ones(2, 3), labels=["x", "y"], columns=["p", "q", "r"], decimals=1)
+    assert wide.splitlines()[0].split() == ["p", "q", "r"]
+    assert wide.splitlines()[1].split() == ["x", "1.0", "1.0", "1.0"]
+    assert format_matrix(torch.zeros(2, 3)).splitlines()[0].split() == ["0", "1", "2"]
+    with pytest.raises(ValueError, match=r"\(rows, cols\)"):
+        format_matrix(torch.zeros(2))
+    with pytest.raises(ValueError, match="1 row and 2 column labels"):
+        format_matrix(torch.zeros(2, 2), labels=["a"], columns=["a", "b"])
+
+
+def test_show_weight_rows_draws_one_bar_chart_per_row():
+    rows = {"unscaled": torch.tensor([0.0, 0.9, 0.1]), "scaled": torch.tensor([0.3, 0.4, 0.3])}
+    fig = show_weight_rows(rows)
+    assert [ax.get_title() for ax in fig.axes] == ["unscaled\nlargest weight 0.90", "scaled\nlargest weight 0.40"]
+    assert [bar.get_height() for bar in fig.axes[1].patches] == pytest.approx([0.3, 0.4, 0.3])
+    assert fig.axes[0].get_ylim() == (0, 1)
+    with pytest.raises(ValueError, match=r"\(N_k,\)"):
+        show_weight_rows({"two rows": torch.rand(2, 3)})
+
+
+def test_plot_attention_cost_draws_memory_and_time_with_a_square_law_line():
+    tokens, nbytes, seconds = [10, 20, 40], [400, 1600, 6400], [1e-3, 2e-3, 8e-3]
+    memory, time = plot_attention_cost(tokens, nbytes, seconds).axes
+    measured, square_law = memory.lines
+    assert list(measured.get_ydata()) == pytest.approx([4e-4, 1.6e-3, 6.4e-3])  # in MB
+    assert list(square_law.get_ydata()) == pytest.approx([4e-4, 1.6e-3, 6.4e-3])  # exactly T^2 here
+    assert list(time.lines[0].get_ydata()) == pytest.approx([1.0, 2.0, 8.0])  # in ms
+    assert list(time.lines[1].get_ydata()) == pytest.approx([0.5, 2.0, 8.0])  # T^2 through the last point
+    assert memory.get_xscale() == time.get_yscale() == "log"
+    with pytest.raises(ValueError, match="one memory and one time per T"):
+        plot_attention_cost([10, 20], [400], [1e-3, 2e-3])

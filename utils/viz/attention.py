@@ -1,4 +1,4 @@
-"""Pictures of attention weights: one matrix, or one matrix per head side by side."""
+"""Pictures of attention weights: one matrix, one matrix per head, one query's row; and its cost."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -72,5 +72,96 @@ def show_heads(
         _draw_weights(ax, array[head], labels, annotate)
         ax.set_title(f"head {head}")
     fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def format_matrix(
+    matrix: torch.Tensor, labels: list[str] | None = None, columns: list[str] | None = None, decimals: int = 2
+) -> str:
+    """A small matrix as a text table with row and column labels, rounded for reading by eye.
+
+    Args:
+        matrix: (rows, cols), e.g. attention scores or weights (N_q, N_k).
+        labels: names of the rows (default: their indices).
+        columns: names of the columns (default: `labels` when the matrix is square, else indices).
+    """
+    if matrix.ndim != 2:
+        raise ValueError(f"expected a matrix (rows, cols), got {tuple(matrix.shape)}")
+    rows, cols = matrix.shape
+    row_labels = labels if labels is not None else [str(i) for i in range(rows)]
+    if columns is not None:
+        col_labels = columns
+    elif labels is not None and cols == rows:
+        col_labels = labels
+    else:
+        col_labels = [str(j) for j in range(cols)]
+    if len(row_labels) != rows or len(col_labels) != cols:
+        raise ValueError(f"{len(row_labels)} row and {len(col_labels)} column labels for a {rows} x {cols} matrix")
+    values = matrix.detach().cpu().double().tolist()
+    cells = [[f"{v if round(v, decimals) != 0 else 0.0:.{decimals}f}" for v in row] for row in values]  # no -0.00
+    width = max(len(text) for text in [*col_labels, *(t for row in cells for t in row)])
+    first = max(len(label) for label in row_labels)
+    lines = [" " * first + " " + " ".join(label.rjust(width) for label in col_labels)]
+    for label, row in zip(row_labels, cells):
+        lines.append(label.rjust(first) + " " + " ".join(text.rjust(width) for text in row))
+    return "\n".join(lines)
+
+
+def show_weight_rows(
+    rows: dict[str, torch.Tensor], title: str = "one query's weights over the keys", size: float = 3.2
+) -> plt.Figure:
+    """Draw one or more weight vectors as bar charts side by side, on the same 0..1 scale.
+
+    Args:
+        rows: panel title -> (N_k,) weights of one query (summing to 1).
+    """
+    for name, weights in rows.items():
+        if weights.ndim != 1:
+            raise ValueError(f"expected one query's weights (N_k,) for {name!r}, got {tuple(weights.shape)}")
+    fig, axes = plt.subplots(
+        1, len(rows), figsize=(size * len(rows), size * 0.8), dpi=DPI, squeeze=False, sharey=True
+    )
+    for ax, (name, weights) in zip(axes[0], rows.items()):
+        values = weights.detach().cpu().double().numpy()
+        ax.bar(range(len(values)), values, color="tab:blue")
+        ax.set_ylim(0, 1)
+        ax.set_title(f"{name}\nlargest weight {values.max():.2f}", fontsize=10)
+        ax.set_xlabel("key")
+    axes[0][0].set_ylabel("weight")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_attention_cost(
+    tokens: list[int], nbytes: list[float], seconds: list[float], size: float = 3.5
+) -> plt.Figure:
+    """Memory and time of one attention matrix against the number of tokens T, on log-log axes,
+    each with a dashed T^2 line through its largest point for comparison.
+
+    Args:
+        tokens: the sequence lengths T.
+        nbytes: bytes of one T x T matrix for each T.
+        seconds: measured time of one attention for each T.
+    """
+    if not len(tokens) == len(nbytes) == len(seconds):
+        raise ValueError(
+            f"expected one memory and one time per T, got {len(tokens)}, {len(nbytes)}, {len(seconds)}"
+        )
+    T = np.asarray(tokens, dtype=float)
+    fig, axes = plt.subplots(1, 2, figsize=(2 * size, size * 0.85), dpi=DPI)
+    panels = [
+        (axes[0], np.asarray(nbytes) / 1e6, "memory of one T x T matrix (MB)", "exact"),
+        (axes[1], np.asarray(seconds) * 1e3, "time of one attention (ms)", "measured"),
+    ]
+    for ax, values, label, kind in panels:
+        ax.loglog(T, values, "o-", label=kind)
+        ax.loglog(T, values[-1] * (T / T[-1]) ** 2, "--", color="gray", label="∝ T²")
+        ax.set_xticks(T, [str(t) for t in tokens])
+        ax.minorticks_off()
+        ax.set_xlabel("tokens T")
+        ax.set_title(label, fontsize=10)
+        ax.legend()
     fig.tight_layout()
     return fig

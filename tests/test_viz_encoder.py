@@ -1,0 +1,57 @@
+"""Lesson 5's plots draw what their titles say, and refuse the wrong input."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+
+from utils.viz.encoder import plot_activations, plot_norm_placement, show_receptive_fields
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_plot_activations_draws_one_line_per_curve():
+    x = torch.linspace(-3, 3, 61)
+    ax = plot_activations(x, {"ReLU": x.relu(), "GELU": torch.nn.functional.gelu(x)}).axes[0]
+    lines = {line.get_label(): line for line in ax.lines if not line.get_label().startswith("_")}
+    assert set(lines) == {"ReLU", "GELU"}
+    assert np.allclose(lines["ReLU"].get_ydata(), x.relu().numpy())
+    with pytest.raises(ValueError, match="shape"):
+        plot_activations(x, {"bad": x[:-1]})
+
+
+def test_plot_norm_placement_draws_the_stream_and_one_gradient_line_per_seed():
+    stream = {"pre-norm": torch.linspace(1, 5, 12), "post-norm": torch.ones(12)}
+    grads = {"pre-norm": torch.rand(3, 12) + 0.5, "post-norm": torch.rand(3, 12) + 0.5}
+    left, right = plot_norm_placement(stream, grads).axes
+    assert [line.get_label() for line in left.lines] == ["pre-norm", "post-norm"]
+    assert np.allclose(left.lines[0].get_ydata(), stream["pre-norm"].numpy())
+    assert len([line for line in right.lines if len(line.get_xdata()) == 12]) == 6  # 2 x 3 seeds
+    assert right.get_yscale() == "log"
+    with pytest.raises(ValueError, match=r"\(seeds, depth\)"):
+        plot_norm_placement(stream, {"pre-norm": torch.rand(12)})
+
+
+def test_show_receptive_fields_draws_each_mask_and_marks_the_source():
+    masks = torch.zeros(3, 14, 14, dtype=torch.bool)
+    masks[0, :2, :2] = True
+    masks[1, :4, :4] = True
+    masks[2] = True
+    fig = show_receptive_fields(masks, ["1 conv", "3 convs", "attention"])
+    assert [ax.get_title() for ax in fig.axes] == ["1 conv", "3 convs", "attention"]
+    for ax, mask in zip(fig.axes, masks):
+        assert np.array_equal(ax.images[0].get_array(), mask.numpy().astype(float))
+        (star,) = ax.lines
+        assert (star.get_xdata()[0], star.get_ydata()[0]) == (0, 0)
+    with pytest.raises(ValueError, match="boolean"):
+        show_receptive_fields(masks.float(), ["a", "b", "c"])
+    with pytest.raises(ValueError, match="titles"):
+        show_receptive_fields(masks, ["a"])

@@ -1,0 +1,309 @@
+"""Lesson 2's exercise checkers: the token sequence z0 (eq. 1 of the ViT paper), the fixed 2-D
+sin-cos position table, and resizing a position table to a new patch grid."""
+
+import itertools
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from utils.checks.core import CheckFailed, call_learner, describe_match, summarize
+from utils.embeddings import prepend_cls_token, resize_pos_embed, sincos_pos_embed_2d
+
+# ---- the token sequence z0 = [x_class; x_p1 E; ...; x_pN E] + E_pos ----------------------
+
+TOKEN_CASES = [  # (B, N, C*P*P, D): several images first, so a class token not expanded shows
+    (2, 4, 12, 8),
+    (3, 9, 48, 16),
+    (1, 6, 27, 10),
+    (4, 16, 12, 20),
+]
+
+
+def _token_inputs(B: int, N: int, CPP: int, D: int, generator: torch.Generator):
+    """Random patches (B, N, CPP), E (CPP, D), cls_token (1, 1, D), pos_embed (1, N + 1, D)."""
+    patches = torch.rand(B, N, CPP, generator=generator)
+    E = torch.randn(CPP, D, generator=generator) / CPP**0.5
+    cls_token = torch.randn(1, 1, D, generator=generator)
+    pos_embed = torch.randn(1, N + 1, D, generator=generator)
+    return patches, E, cls_token, pos_embed
+
+
+def _token_variants(patches, E, cls_token, pos_embed) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible z0, each keyed by the sentence that explains it."""
+    B, N, _ = patches.shape
+    tokens = patches @ E  # (B, N, D)
+    cls = cls_token.expand(B, -1, -1)  # (B, 1, D)
+    return {
+        "the class token is appended at the end; it must be prepended, at index 0 "
+        "(torch.cat([cls, tokens], dim=1))": torch.cat([tokens, cls], dim=1) + pos_embed,
+        "the class token is appended at the end and pos_embed is not added; prepend the class "
+        "token, then add pos_embed": torch.cat([tokens, cls], dim=1),
+        "pos_embed is not added: eq. 1 adds one position vector to every token, "
+        "z0 = [cls; tokens] + pos_embed": torch.cat([cls, tokens], dim=1),
+        "the class token got no position entry: pos_embed has N + 1 rows and row 0 belongs to "
+        "the class token (add the whole table after prepending it)": torch.cat([cls, tokens + pos_embed[:, 1:]], dim=1),
+        "the class token got no position entry and the patches got the wrong rows: pos_embed[:, :N] "
+        "shifts every patch by one; row 0 belongs to the class token, add the whole table after "
+        "prepending it": torch.cat([cls, tokens + pos_embed[:, :N]], dim=1),
+    }
+
+
+def check_token_sequence(fn: Callable[..., torch.Tensor]) -> None:
+    """Check a learner's build_tokens(patches, E, cls_token, pos_embed) -> z0 (B, N + 1, D).
+
+    patches (B, N, C*P*P), E (C*P*P, D), cls_token (1, 1, D), pos_embed (1, N + 1, D).
+    """
+    generator = torch.Generator().manual_seed(0)
+    verdicts = []
+    for B, N, CPP, D in TOKEN_CASES:
+        patches, E, cls_token, pos_embed = _token_inputs(B, N, CPP, D, generator)
+        expected = prepend_cls_token(patches @ E, cls_token) + pos_embed  # (B, N + 1, D)
+        where = f"for patches of shape {(B, N, CPP)} and D = {D}"
+        inputs = (patches.clone(), E.clone(), cls_token.clone(), pos_embed.clone())
+        try:
+            got = call_learner(fn, *inputs)
+        except CheckFailed as failure:
+            text = str(failure)
+            if "cannot be multiplied" in text:
+                raise CheckFailed(
+                    f"{failure} {where}: E is (C*P*P, D), so the projection is patches @ E, "
+                    "(B, N, C*P*P) @ (C*P*P, D) -> (B, N, D)"
+                ) from None
+            if B > 1 and "Sizes of tensors must match" in text:
+                try:
+                    fn(patches[:1].clone(), E.clone(), cls_token.clone(), pos_embed.clone())
+                    works_for_one = True
+                except Exception:
+                    works_for_one = False
+                if works_for_one:
+                    raise CheckFailed(
+                        f"{failure} {where}: it works for one image but not for {B}: the class "
+                        "token (1, 1, D) is not expanded over the batch; use "
+                        "cls_token.expand(B, -1, -1) before torch.cat"
+                    ) from None
+            raise CheckFailed(f"{failure} {where}") from None
+        if got.shape != expected.shape:
+            hint = ""
+            if got.shape == (B, N + 1, 2 * D):
+                hint = (": pos_embed is concatenated to the tokens; eq. 1 ADDS it "
+                        "(z0 = [cls; tokens] + pos_embed), so the width stays D")
+            elif got.shape == (B, 2 * (N + 1), D) or got.shape == (B, 2 * N + 1, D):
+                hint = (": pos_embed is concatenated along the token axis; eq. 1 ADDS it, one "
+                        "position vector to each token")
+            elif got.shape == (B, N, D):
+                hint = ": the class token is missing; prepend it, so T = N + 1"
+            elif got.shape == (1, N + 1, D) and B > 1:
+                hint = (": the batch axis collapsed to 1; expand the class token to "
+                        "(B, 1, D) and keep one sequence per image")
+            elif got.shape == (B, N + 2, D):
+                hint = ": one token too many; prepend exactly one class token"
+            raise CheckFailed(f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)} {where}{hint}")
+        try:
+            verdicts.append(describe_match(got, expected, atol=1e-5))
+        except CheckFailed as failure:
+            for reason, variant in _token_variants(patches, E, cls_token, pos_embed).items():
+                if torch.allclose(got, variant, atol=1e-4):
+                    raise CheckFailed(f"{reason} ({where})") from None
+            if torch.allclose(got[:, 1:], expected[:, 1:], atol=1e-4):
+                raise CheckFailed(
+                    f"the patch tokens are right but token 0 is not: it must be the class token "
+                    f"plus pos_embed[:, 0] ({where})"
+                ) from None
+            raise CheckFailed(f"{failure} {where}") from None
+    print(
+        f"✓ build_tokens matches z0 = [cls; patches @ E] + pos_embed on {len(verdicts)} batches: "
+        f"{summarize(verdicts)}"
+    )
+
+
+# ---- the fixed 2-D sin-cos table ----------------------------------------------------------
+
+SINCOS_CASES = [(3, 5, 16), (2, 7, 32), (4, 4, 8), (14, 14, 64)]  # (rows, cols, D), non-square first
+
+_FREQUENCIES = {  # q = D/4 frequencies per axis, i = 0 .. q - 1; the first one is right
+    "right": lambda i, q: 1.0 / 10000 ** (i / q),
+    "used the full width D in the exponent (1/10000^(2i/D)); each axis has its own D/2 "
+    "channels, so omega_i = 1/10000^(i/(D/4))": lambda i, q: 1.0 / 10000 ** (i / (2 * q)),
+    "used 1/10000^(i/D); the exponent runs over the D/4 frequencies of one axis: "
+    "omega_i = 1/10000^(i/(D/4))": lambda i, q: 1.0 / 10000 ** (i / (4 * q)),
+    "divided by D/4 - 1 in the exponent; omega_i = 1/10000^(i/(D/4)) for i = 0 .. D/4 - 1, "
+    "so the lowest frequency is just above 1/10000": lambda i, q: 1.0 / 10000 ** (i / max(q - 1, 1)),
+    "the frequencies are not inverted (10000^(i/(D/4)) grows); omega_i = 1/10000^(i/(D/4)) "
+    "falls from 1 to about 1/10000": lambda i, q: 10000.0 ** (i / q),
+    "the frequency index starts at 1; with i = 0 .. D/4 - 1 the first frequency is exactly 1":
+        lambda i, q: 1.0 / 10000 ** ((i + 1) / q),
+}
+
+
+def _sincos_variant(rows: int, cols: int, D: int, axes_swapped: bool, order: str, frequency) -> torch.Tensor:
+    """A 2-D sin-cos table (N, D) built with the given layout choices (no class-token row)."""
+    q = D // 4
+    omega = frequency(torch.arange(q, dtype=torch.float64), q)  # (q,)
+    row = torch.arange(rows, dtype=torch.float64).repeat_interleave(cols)  # (N,)
+    col = torch.arange(cols, dtype=torch.float64).repeat(rows)  # (N,)
+
+    def code(positions):  # (N,) -> (N, D/2)
+        angles = positions[:, None] * omega[None]  # (N, q)
+        if order == "sin-cos":
+            return torch.cat([angles.sin(), angles.cos()], dim=1)
+        if order == "cos-sin":
+            return torch.cat([angles.cos(), angles.sin()], dim=1)
+        return torch.stack([angles.sin(), angles.cos()], dim=2).reshape(len(positions), 2 * q)  # interleaved
+
+    first, second = (row, col) if axes_swapped else (col, row)
+    return torch.cat([code(first), code(second)], dim=1).float()  # (N, D)
+
+
+def _name_sincos_mistake(table: torch.Tensor, rows: int, cols: int, D: int) -> str | None:
+    """Recognise a wrong (N, D) table as a combination of known layout mistakes."""
+    orders = {
+        "sin-cos": None,
+        "cos-sin": "sin and cos are swapped: each half is [sin(all frequencies), cos(all frequencies)], sines first",
+        "interleaved": "sin and cos are interleaved (sin, cos, sin, cos, ... as in the 1-D Transformer code); "
+        "here each half is all the sines, then all the cosines",
+    }
+    for (name, frequency), axes_swapped, order in itertools.product(_FREQUENCIES.items(), (False, True), orders):
+        variant = _sincos_variant(rows, cols, D, axes_swapped, order, frequency)
+        if torch.allclose(table, variant, atol=1e-4):
+            reasons = []
+            if axes_swapped:
+                reasons.append("rows and columns are swapped: the FIRST half of the channels codes the column "
+                               "(x), the second half the row (y)")
+            if orders[order]:
+                reasons.append(orders[order])
+            if name != "right":
+                reasons.append(f"wrong frequencies: you {name}")
+            return "; ".join(reasons) if reasons else None
+    return None
+
+
+def _layout_is_right_but_not_the_frequencies(table: torch.Tensor, rows: int, cols: int, D: int) -> bool:
+    """True when the channels pair up as sin/cos of one angle, the first half depends on the column
+    only and the second on the row only: then only the frequencies can be wrong."""
+    q = D // 4
+    grid = table.reshape(rows, cols, D).double()
+    one = torch.ones(1, dtype=torch.float64)
+    pairs_ok = all(  # sin^2 + cos^2 = 1 for each frequency, in both halves
+        torch.allclose(grid[..., s : s + q] ** 2 + grid[..., s + q : s + 2 * q] ** 2, one, atol=1e-3)
+        for s in (0, 2 * q)
+    )
+    column_half_ok = torch.allclose(grid[:, :, : 2 * q], grid[:1, :, : 2 * q].expand(rows, -1, -1), atol=1e-4)
+    row_half_ok = torch.allclose(grid[:, :, 2 * q :], grid[:, :1, 2 * q :].expand(-1, cols, -1), atol=1e-4)
+    return pairs_ok and column_half_ok and row_half_ok
+
+
+def check_sincos_2d(fn: Callable[[int, int, int], torch.Tensor]) -> None:
+    """Check a learner's sincos_2d(rows, cols, embed_dim) -> (1, 1 + rows * cols, D), the class
+    token's all-zero row first, then the patches in row-major order."""
+    verdicts = []
+    for rows, cols, D in SINCOS_CASES:
+        expected = sincos_pos_embed_2d((rows, cols), D, cls_token=True)  # (1, 1 + N, D)
+        N = rows * cols
+        got = call_learner(fn, rows, cols, D)
+        where = f"for a {rows} x {cols} grid and D = {D}"
+        if got.shape != expected.shape:
+            hint = ""
+            if got.shape in {(1, N, D), (N, D)}:
+                hint = ": the class token's row is missing; prepend one all-zero row (it belongs to no patch)"
+            elif got.shape == (1 + N, D):
+                hint = ": the batch axis is missing; return table.unsqueeze(0)"
+            elif got.shape == (1, 1 + N, D // 2) or got.shape == (1, N, D // 2):
+                hint = ": only one axis is coded; concatenate the column code and the row code, D/2 channels each"
+            raise CheckFailed(f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)} {where}{hint}")
+        try:
+            verdicts.append(describe_match(got, expected, atol=1e-5))
+        except CheckFailed as failure:
+            if got[0, 0].abs().max() > 1e-6:
+                hint = "the class token's row must be all zeros (it belongs to no patch)"
+                if torch.allclose(got[0, 1:], expected[0, 1:], atol=1e-5):
+                    raise CheckFailed(f"{hint}; the patch rows are right ({where})") from None
+                if torch.allclose(got[0, :N], expected[0, 1:], atol=1e-5):
+                    raise CheckFailed(
+                        f"the class token's zero row must come FIRST, before the patch rows ({where})"
+                    ) from None
+            patch_rows = got[0, 1:].float()  # (N, D)
+            reason = _name_sincos_mistake(patch_rows, rows, cols, D)
+            if reason:
+                raise CheckFailed(f"{reason} ({where})") from None
+            if _layout_is_right_but_not_the_frequencies(patch_rows, rows, cols, D):
+                raise CheckFailed(
+                    f"the layout is right but the frequencies are wrong: omega_i = 1/10000^(i/(D/4)) "
+                    f"for i = 0 .. D/4 - 1 ({where})"
+                ) from None
+            raise CheckFailed(f"{failure} {where}") from None
+    print(f"✓ sincos_2d matches the reference table on {len(verdicts)} grids: {summarize(verdicts)}")
+
+
+# ---- resizing a position table --------------------------------------------------------------
+
+RESIZE_CASES = [  # (old (rows, cols), new (rows, cols), D)
+    ((3, 5), (6, 4), 8),
+    ((4, 4), (7, 7), 6),
+    ((14, 14), (24, 24), 16),
+    ((8, 6), (4, 3), 4),
+]
+
+
+def _resize_variants(pos_embed, old, new) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible resized tables, each keyed by the sentence that explains it."""
+    (r, c), (nr, nc) = old, new
+    D = pos_embed.shape[-1]
+    cls, grid = pos_embed[:, :1], pos_embed[:, 1:]  # (1, 1, D), (1, N, D)
+
+    def resample(image, **options):  # (1, D, r, c) -> (1, D, nr, nc)
+        settings = dict(mode="bicubic", align_corners=False, antialias=True) | options
+        return F.interpolate(image, size=(nr, nc), **settings)
+
+    right_image = grid.reshape(1, r, c, D).permute(0, 3, 1, 2)  # (1, D, r, c)
+    back = lambda image: image.permute(0, 2, 3, 1).reshape(1, nr * nc, D)  # noqa: E731
+    variants = {
+        "you reshaped the (1, N, D) table straight to (1, D, rows, cols); the channels are the LAST "
+        "axis: reshape to (1, rows, cols, D) and permute(0, 3, 1, 2)": back(resample(grid.reshape(1, D, r, c))),
+        "after interpolating you reshaped (1, D, rows', cols') straight to (1, N', D); permute(0, 2, 3, 1) "
+        "first to bring the channels last": resample(right_image).reshape(1, nr * nc, D),
+        "rows and columns are swapped: the table is row-major, (rows, cols), and so is the new size":
+            back(resample(grid.reshape(1, c, r, D).permute(0, 3, 2, 1))),
+        "use mode='bicubic', not 'bilinear'": back(resample(right_image, mode="bilinear", antialias=False)),
+        "use mode='bicubic', not 'bilinear' (and antialias=True)": back(resample(right_image, mode="bilinear")),
+        "use antialias=True (it changes the bicubic kernel, and smooths when shrinking)":
+            back(resample(right_image, antialias=False)),
+        "use align_corners=False (the default): patch centres, not grid corners, are matched":
+            back(resample(right_image, align_corners=True)),
+        "use align_corners=False (the default) and antialias=True":
+            back(resample(right_image, align_corners=True, antialias=False)),
+    }
+    return {reason: torch.cat([cls, table], dim=1) for reason, table in variants.items()}
+
+
+def check_resize_pos_embed(fn: Callable[..., torch.Tensor]) -> None:
+    """Check a learner's resize(pos_embed, old_grid, new_grid) -> (1, 1 + new_rows * new_cols, D);
+    pos_embed is (1, 1 + old_rows * old_cols, D) with the class token's entry first."""
+    generator = torch.Generator().manual_seed(2)
+    verdicts = []
+    for old, new, D in RESIZE_CASES:
+        pos_embed = torch.randn(1, 1 + old[0] * old[1], D, generator=generator)
+        expected = resize_pos_embed(pos_embed, old, new)  # (1, 1 + N', D)
+        got = call_learner(fn, pos_embed.clone(), old, new)
+        where = f"for a {old[0]} x {old[1]} -> {new[0]} x {new[1]} grid, D = {D}"
+        new_N = new[0] * new[1]
+        if got.shape != expected.shape:
+            hint = ""
+            if got.shape == (1, new_N, D):
+                hint = ": the class token's entry is missing; keep it apart and put it back in front"
+            elif got.shape == (1, D, new[0], new[1]):
+                hint = ": bring the grid back to a sequence: permute(0, 2, 3, 1), then reshape to (1, N', D)"
+            raise CheckFailed(f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)} {where}{hint}")
+        try:
+            verdicts.append(describe_match(got, expected, atol=1e-5))
+        except CheckFailed as failure:
+            if not torch.allclose(got[:, :1], pos_embed[:, :1], atol=1e-6):
+                raise CheckFailed(
+                    f"the class token's entry changed; it belongs to no grid position, so keep it "
+                    f"exactly as it is, in front ({where})"
+                ) from None
+            for reason, variant in _resize_variants(pos_embed, old, new).items():
+                if torch.allclose(got, variant, atol=1e-4):
+                    raise CheckFailed(f"{reason} ({where})") from None
+            raise CheckFailed(f"{failure} {where}") from None
+    print(f"✓ resize matches the reference on {len(verdicts)} grids: {summarize(verdicts)}")

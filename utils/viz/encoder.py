@@ -1,0 +1,109 @@
+"""Lesson 5's pictures: GELU vs ReLU, pre-norm vs post-norm in a deep stack, receptive fields."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.colors import ListedColormap
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from utils.viz.core import DPI
+
+NORM_COLORS = {"pre-norm": "tab:blue", "post-norm": "tab:orange"}
+
+
+def plot_activations(
+    x: torch.Tensor, curves: dict[str, torch.Tensor], title: str = "activations", size: float = 4.0
+) -> plt.Figure:
+    """Draw activation functions over the same inputs.
+
+    Args:
+        x: (K,) input values.
+        curves: name -> (K,) outputs, one line each.
+    """
+    xs = x.detach().cpu().float().numpy()
+    fig, ax = plt.subplots(figsize=(size * 1.2, size), dpi=DPI)
+    for name, y in curves.items():
+        if y.shape != x.shape:
+            raise ValueError(f"curve {name!r} has shape {tuple(y.shape)}, the inputs {tuple(x.shape)}")
+        ax.plot(xs, y.detach().cpu().float().numpy(), label=name, linewidth=2)
+    ax.axhline(0, color="gray", linewidth=0.6)
+    ax.axvline(0, color="gray", linewidth=0.6)
+    ax.set_xlabel("input")
+    ax.set_ylabel("output")
+    ax.set_title(title)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_norm_placement(
+    stream_std: dict[str, torch.Tensor], grad_norms: dict[str, torch.Tensor], size: float = 4.0
+) -> plt.Figure:
+    """Pre-norm vs post-norm through a deep stack: the residual stream's scale and the gradient.
+
+    Args:
+        stream_std: name ("pre-norm", "post-norm") -> (depth,) std of the stream after each block.
+        grad_norms: name -> (seeds, depth) gradient norm reaching each block's input, one row per
+            random initialisation (drawn as one thin line each, on a log scale).
+    """
+    fig, (left, right) = plt.subplots(1, 2, figsize=(size * 2.4, size), dpi=DPI)
+    for name, std in stream_std.items():
+        blocks = np.arange(1, len(std) + 1)
+        left.plot(blocks, std.detach().cpu().numpy(), label=name, color=NORM_COLORS.get(name), linewidth=2)
+    left.set_xlabel("block")
+    left.set_ylabel("std of the residual stream")
+    left.set_title("forward: scale of the stream after each block")
+    left.set_ylim(bottom=0)
+    left.legend()
+    left.grid(alpha=0.3)
+    for name, norms in grad_norms.items():
+        if norms.ndim != 2:
+            raise ValueError(f"expected grad_norms[{name!r}] shaped (seeds, depth), got {tuple(norms.shape)}")
+        blocks = np.arange(1, norms.shape[1] + 1)
+        for seed, row in enumerate(norms.detach().cpu().numpy()):
+            right.plot(
+                blocks, row, color=NORM_COLORS.get(name), linewidth=1, alpha=0.7,
+                label=name if seed == 0 else None,
+            )  # fmt: skip
+    right.set_yscale("log")
+    right.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 0.1, 0.2, 0.5, 1, 2, 5
+    right.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    right.yaxis.set_minor_formatter(NullFormatter())
+    right.axhline(1, color="gray", linewidth=0.8, linestyle="--")
+    right.set_xlabel("block (the gradient flows from right to left)")
+    right.set_ylabel("gradient at the block's input\n(relative to the output's)")
+    right.set_title("backward: gradient reaching each block")
+    right.legend()
+    right.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    return fig
+
+
+def show_receptive_fields(
+    masks: torch.Tensor, titles: list[str], source: tuple[int, int] = (0, 0), size: float = 2.6
+) -> plt.Figure:
+    """Draw, on the patch grid, which patches one output patch depends on, one panel per model.
+
+    Args:
+        masks: (panels, rows, cols) boolean, True where the input patch is seen.
+        titles: one title per panel.
+        source: (row, col) of the output patch whose view is drawn (marked with a star).
+    """
+    if masks.ndim != 3 or masks.dtype != torch.bool:
+        raise ValueError(f"expected boolean masks shaped (panels, rows, cols), got {masks.dtype} {tuple(masks.shape)}")
+    if len(titles) != masks.shape[0]:
+        raise ValueError(f"{masks.shape[0]} masks but {len(titles)} titles")
+    panels, rows, cols = masks.shape
+    cmap = ListedColormap(["#e8e8e8", "#3b75af"])  # unseen, seen
+    fig, axes = plt.subplots(1, panels, figsize=(size * panels, size + 0.4), dpi=DPI, squeeze=False)
+    for ax, mask, title in zip(axes[0], masks, titles):
+        ax.imshow(mask.cpu().numpy().astype(float), cmap=cmap, vmin=0, vmax=1)
+        ax.set_xticks(np.arange(-0.5, cols, 1), minor=True)
+        ax.set_yticks(np.arange(-0.5, rows, 1), minor=True)
+        ax.grid(which="minor", color="white", linewidth=0.8)
+        ax.tick_params(which="both", length=0, labelbottom=False, labelleft=False)
+        ax.plot(source[1], source[0], marker="*", color="gold", markersize=12, markeredgecolor="black")
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,126 @@
+"""Lesson 4's pictures: the tensor's shape at each step of multi-head attention, and the width of
+the tokens cut into one slice per head."""
+
+from typing import NamedTuple
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.patches import FancyBboxPatch
+
+from utils.viz.core import DPI
+
+TOKEN_MAJOR, HEAD_MAJOR, WEIGHTS = "#cfe2f3", "#fce5cd", "#d9ead3"  # box colours by layout
+
+
+class ShapeStep(NamedTuple):
+    """One step of multi-head self-attention: what the tensor is called, the operation that made
+    it, its shape in letters and in numbers."""
+
+    name: str
+    operation: str
+    symbols: str
+    shape: tuple[int, ...]
+
+
+def multi_head_shapes(B: int, N: int, D: int, num_heads: int) -> list[ShapeStep]:
+    """The shape of the tensor after every step of multi-head self-attention on (B, N, D) tokens.
+
+    The steps are those of `utils.MultiHeadSelfAttention.forward`; q, k and v share one step.
+    """
+    if D % num_heads:
+        raise ValueError(f"width D={D} is not divisible by num_heads={num_heads}")
+    h, hd = num_heads, D // num_heads
+    return [
+        ShapeStep("tokens x", "", "(B, N, D)", (B, N, D)),
+        ShapeStep("qkv(x)", "qkv = Linear(D, 3D): q, k, v in one matmul", "(B, N, 3D)", (B, N, 3 * D)),
+        ShapeStep("split", "reshape: 3D = 3 x heads x head_dim", "(B, N, 3, heads, head_dim)", (B, N, 3, h, hd)),
+        ShapeStep("per head", "permute(2, 0, 3, 1, 4)", "(3, B, heads, N, head_dim)", (3, B, h, N, hd)),
+        ShapeStep("q, k, v (each)", "unbind the first axis", "(B, heads, N, head_dim)", (B, h, N, hd)),
+        ShapeStep("weights", "softmax(q kᵀ / √head_dim), per head", "(B, heads, N, N)", (B, h, N, N)),
+        ShapeStep("out", "weights @ v", "(B, heads, N, head_dim)", (B, h, N, hd)),
+        ShapeStep("heads back", "transpose(1, 2)", "(B, N, heads, head_dim)", (B, N, h, hd)),
+        ShapeStep("merged", "reshape: heads side by side", "(B, N, D)", (B, N, D)),
+        ShapeStep("output", "proj = Linear(D, D): mixes the heads", "(B, N, D)", (B, N, D)),
+    ]  # fmt: skip
+
+
+def _box_colour(symbols: str) -> str:
+    if symbols.endswith("N, N)"):
+        return WEIGHTS
+    return HEAD_MAJOR if symbols.startswith(("(3, B, heads", "(B, heads")) else TOKEN_MAJOR
+
+
+def show_multi_head_shapes(B: int, N: int, D: int, num_heads: int, size: float = 6.5) -> plt.Figure:
+    """Draw multi-head self-attention as a column of boxes, one per step, each labelled with the
+    tensor's shape in letters and in numbers; the operation is written beside each arrow."""
+    steps = multi_head_shapes(B, N, D, num_heads)
+    rows = len(steps)
+    fig, ax = plt.subplots(figsize=(size, size * 1.3), dpi=DPI)
+    ax.set_xlim(0, 10)
+    ax.set_ylim(-0.8, rows)
+    ax.set_axis_off()
+    left, width, height = 2.5, 4.2, 0.62
+    for i, step in enumerate(steps):
+        y = rows - 1 - i  # bottom of this step's row; the first step on top
+        box = FancyBboxPatch(
+            (left, y + (1 - height) / 2), width, height, boxstyle="round,pad=0.02,rounding_size=0.08",
+            facecolor=_box_colour(step.symbols), edgecolor="#555555", linewidth=1,
+        )  # fmt: skip
+        ax.add_patch(box)
+        middle = left + width / 2
+        ax.text(middle, y + 0.62, step.symbols, ha="center", va="center", fontsize=9, weight="bold")
+        ax.text(middle, y + 0.38, str(step.shape), ha="center", va="center", fontsize=9, family="monospace")
+        ax.text(left - 0.15, y + 0.5, step.name, ha="right", va="center", fontsize=9)
+        if i:  # the arrow from the step above, with the operation beside it
+            ax.annotate(
+                "", xy=(middle, y + 1 - (1 - height) / 2 + 0.02), xytext=(middle, y + 1 + (1 - height) / 2 - 0.02),
+                arrowprops=dict(arrowstyle="->", color="#555555"),
+            )  # fmt: skip
+            ax.text(middle + 0.15, y + 1, step.operation, ha="left", va="center", fontsize=8, color="#333333")
+    legend = [(TOKEN_MAJOR, "one row per token"), (HEAD_MAJOR, "one block per head"), (WEIGHTS, "N x N per head")]
+    for j, (colour, text) in enumerate(legend):
+        x = 0.3 + 3.3 * j
+        swatch = FancyBboxPatch((x, -0.7), 0.4, 0.3, boxstyle="square,pad=0", facecolor=colour, edgecolor="#555555")
+        ax.add_patch(swatch)
+        ax.text(x + 0.55, -0.55, text, ha="left", va="center", fontsize=8)
+    ax.set_title(f"multi-head self-attention, B={B}, N={N}, D={D}, {num_heads} heads of {D // num_heads}")
+    return fig
+
+
+def show_head_split(
+    x: torch.Tensor,
+    num_heads: int,
+    labels: list[str] | None = None,
+    feature_names: list[str] | None = None,
+    size: float = 4.5,
+) -> plt.Figure:
+    """Draw tokens as a (N, D) matrix with the width cut into `num_heads` equal slices, one per
+    head: each head computes its attention from its own slice only.
+
+    Args:
+        x: (N, D) one sequence of tokens (or of queries, keys, values), D divisible by num_heads.
+        labels: optional token names (rows).
+        feature_names: optional feature names (columns).
+    """
+    if x.ndim != 2:
+        raise ValueError(f"expected one sequence of tokens (N, D), got {tuple(x.shape)}")
+    N, D = x.shape
+    if D % num_heads:
+        raise ValueError(f"width D={D} is not divisible by num_heads={num_heads}")
+    head_dim = D // num_heads
+    fig, ax = plt.subplots(figsize=(size, size * max(N, 2) / max(D, 2) + 0.8), dpi=DPI)
+    ax.imshow(x.detach().cpu().float().numpy(), cmap="viridis", aspect="auto", interpolation="nearest")
+    for head in range(1, num_heads):
+        ax.axvline(head * head_dim - 0.5, color="white", linewidth=3)
+    for head in range(num_heads):
+        ax.text(
+            head * head_dim + (head_dim - 1) / 2, -0.7, f"head {head}", ha="center", va="bottom", fontsize=10,
+        )  # fmt: skip
+    ax.set_ylim(N - 0.5, -1.4)  # room above the matrix for the head names
+    ax.set_yticks(range(N), labels if labels is not None else range(N))
+    if feature_names is not None:
+        ax.set_xticks(range(D), feature_names, rotation=90)
+    ax.set_xlabel(f"feature: {num_heads} heads x {head_dim} = {D}")
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    return fig
