@@ -1,11 +1,6 @@
 """Attention pictures: heat maps of the weights they are given, one panel per head, weight rows as
 bars, a text table, and the cost plot."""
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import pytest
 import torch
 
@@ -16,12 +11,6 @@ from utils.viz.attention import (
     show_heads,
     show_weight_rows,
 )
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_show_attention_draws_the_matrix_and_writes_small_ones_out():

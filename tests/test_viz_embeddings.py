@@ -1,10 +1,5 @@
 """Lesson 2's plots draw what their titles say, and refuse the wrong input."""
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
@@ -18,12 +13,6 @@ from utils.viz.embeddings import (
     show_resized_similarity,
     show_token_scales,
 )
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def tiles(fig):

@@ -1,21 +1,10 @@
 """Lesson 5's plots draw what their titles say, and refuse the wrong input."""
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 
 from utils.viz.encoder import plot_activations, plot_norm_placement, show_receptive_fields
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_plot_activations_draws_one_line_per_curve():

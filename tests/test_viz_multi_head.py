@@ -1,21 +1,10 @@
 """Lesson 4's pictures: the shape diagram holds the real shapes, the head split draws its slices."""
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import pytest
 import torch
 
 from utils import MultiHeadSelfAttention, scaled_dot_product_attention
 from utils.viz.multi_head import multi_head_shapes, show_head_split, show_multi_head_shapes
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_multi_head_shapes_are_the_shapes_of_a_real_forward():

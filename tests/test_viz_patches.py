@@ -1,10 +1,5 @@
 """The lesson plots draw what their titles say, and refuse the wrong input."""
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import pytest
 import torch
 
@@ -17,12 +12,6 @@ from utils.viz.patches import (
     show_patches,
     show_token_sequence,
 )
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def test_show_image_draws_the_pixels():

@@ -6,7 +6,7 @@ from collections.abc import Callable
 import torch
 
 from utils.attention import scaled_dot_product_attention
-from utils.checks.core import CheckFailed, call_learner, describe_match, summarize
+from utils.checks.core import CheckFailed, call_learner, describe_match, name_known_mistake, summarize
 
 ATOL = 1e-5  # float32 attention written another way (einsum, scaling q first) differs by ~1e-7
 
@@ -16,10 +16,6 @@ ATTENTION_CASES = [  # (q shape, k shape, v shape)
     ((2, 3, 5, 8), (2, 3, 9, 8), (2, 3, 9, 4)),  # (B, heads, N_q, d), N_q != N_k, d_v != d
     ((1, 2, 10, 64), (1, 2, 10, 64), (1, 2, 10, 64)),  # a ViT-like head width: the scale matters
 ]
-
-
-def _close(got: torch.Tensor, variant: torch.Tensor) -> bool:
-    return got.shape == variant.shape and torch.allclose(got.double(), variant.double(), atol=ATOL, equal_nan=True)
 
 
 def _weight_variants(q: torch.Tensor, k: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -96,25 +92,19 @@ def check_attention(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tup
         try:
             verdicts.append(describe_match(weights, expected_weights, atol=ATOL))
         except CheckFailed as failure:
-            for reason, variant in _weight_variants(q, k).items():
-                if _close(weights, variant):
-                    raise CheckFailed(f"{reason} ({where})") from None
+            name_known_mistake(weights, _weight_variants(q, k), where)
             raise CheckFailed(f"weights: {failure} {where}") from None
 
         out_variants = _out_variants(expected_weights, q, v)
         if out.shape != expected_out.shape:
-            for reason, variant in out_variants.items():
-                if _close(out, variant):
-                    raise CheckFailed(f"{reason} ({where})")
+            name_known_mistake(out, out_variants, where)
             raise CheckFailed(
                 f"expected out of shape {tuple(expected_out.shape)} (..., N_q, d_v), got {tuple(out.shape)} {where}"
             )
         try:
             verdicts.append(describe_match(out, expected_out, atol=ATOL))
         except CheckFailed as failure:
-            for reason, variant in out_variants.items():
-                if _close(out, variant):
-                    raise CheckFailed(f"{reason} ({where})") from None
+            name_known_mistake(out, out_variants, where)
             raise CheckFailed(f"out: {failure} {where}: out = weights @ v") from None
     print(f"✓ attention matches the reference on {len(ATTENTION_CASES)} cases (out and weights): {summarize(verdicts)}")
 
@@ -165,9 +155,7 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
             "the softmax runs over the wrong axis: each row (one query's weights over the keys) must "
             "sum to 1, so use dim=-1": scores.masked_fill(~mask, float("-inf")).softmax(-2),
         }
-        for reason, variant in variants.items():
-            if _close(got, variant):
-                raise CheckFailed(f"{reason} ({where})") from None
+        name_known_mistake(got, variants, where)
         hidden = ~mask.expand_as(got)
         if got[hidden].abs().max() > ATOL:
             raise CheckFailed(f"hidden keys get weight up to {got[hidden].abs().max():.3g} {where}; they must get 0")

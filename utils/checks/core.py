@@ -24,6 +24,23 @@ def describe_match(got: torch.Tensor, expected: torch.Tensor, atol: float = 1e-6
     raise CheckFailed(f"values differ from the reference: max difference {difference:.3g}")
 
 
+def name_known_mistake(
+    got: torch.Tensor, mistakes: dict[str, torch.Tensor], where: str, atol: float = 1e-5, rtol: float = 1e-5
+) -> None:
+    """Raise CheckFailed with the explanation of the first plausible wrong answer that `got` equals.
+
+    Args:
+        got: the learner's result.
+        mistakes: wrong-but-plausible results, each keyed by the sentence that explains it.
+        where: the case that showed it, e.g. "for x of shape (2, 5, 24)", added in brackets.
+    """
+    for reason, wrong in mistakes.items():
+        if wrong.shape == got.shape and torch.allclose(
+            got.double(), wrong.double(), atol=atol, rtol=rtol, equal_nan=True
+        ):
+            raise CheckFailed(f"{reason} ({where})") from None
+
+
 def call_learner(fn: Callable, *args):
     """Run the learner's function; turn its own exception into a readable failure."""
     try:

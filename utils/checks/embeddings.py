@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from utils.checks.core import CheckFailed, call_learner, describe_match, summarize
+from utils.checks.core import CheckFailed, call_learner, describe_match, name_known_mistake, summarize
 from utils.embeddings import prepend_cls_token, resize_pos_embed, sincos_pos_embed_2d
 
 # ---- the token sequence z0 = [x_class; x_p1 E; ...; x_pN E] + E_pos ----------------------
@@ -102,9 +102,7 @@ def check_token_sequence(fn: Callable[..., torch.Tensor]) -> None:
         try:
             verdicts.append(describe_match(got, expected, atol=1e-5))
         except CheckFailed as failure:
-            for reason, variant in _token_variants(patches, E, cls_token, pos_embed).items():
-                if torch.allclose(got, variant, atol=1e-4):
-                    raise CheckFailed(f"{reason} ({where})") from None
+            name_known_mistake(got, _token_variants(patches, E, cls_token, pos_embed), where, atol=1e-4)
             if torch.allclose(got[:, 1:], expected[:, 1:], atol=1e-4):
                 raise CheckFailed(
                     f"the patch tokens are right but token 0 is not: it must be the class token "
@@ -302,8 +300,6 @@ def check_resize_pos_embed(fn: Callable[..., torch.Tensor]) -> None:
                     f"the class token's entry changed; it belongs to no grid position, so keep it "
                     f"exactly as it is, in front ({where})"
                 ) from None
-            for reason, variant in _resize_variants(pos_embed, old, new).items():
-                if torch.allclose(got, variant, atol=1e-4):
-                    raise CheckFailed(f"{reason} ({where})") from None
+            name_known_mistake(got, _resize_variants(pos_embed, old, new), where, atol=1e-4)
             raise CheckFailed(f"{failure} {where}") from None
     print(f"✓ resize matches the reference on {len(verdicts)} grids: {summarize(verdicts)}")

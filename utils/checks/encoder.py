@@ -6,7 +6,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from utils.checks.core import CheckFailed, call_learner, describe_match, summarize
+from utils.checks.core import CheckFailed, call_learner, describe_match, name_known_mistake, summarize
 from utils.encoder import EncoderBlock
 from utils.vit import ViTConfig, VisionTransformer
 
@@ -88,9 +88,7 @@ def check_encoder_block(
             try:
                 verdicts.append(describe_match(got.detach(), expected, atol=1e-5))
             except CheckFailed as failure:
-                for reason, variant in _block_variants(x, block).items():
-                    if torch.allclose(got, variant, atol=1e-5, rtol=1e-5):
-                        raise CheckFailed(f"{reason} ({where})") from None
+                name_known_mistake(got, _block_variants(x, block), where)
                 raise CheckFailed(f"{failure} {where}") from None
     print(f"✓ encoder_block matches utils.EncoderBlock on {len(verdicts)} random blocks: {summarize(verdicts)}")
 

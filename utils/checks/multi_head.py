@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from utils.attention import MultiHeadSelfAttention, merge_heads, split_heads
-from utils.checks.core import CheckFailed, call_learner, describe_match, summarize
+from utils.checks.core import CheckFailed, call_learner, describe_match, name_known_mistake, summarize
 
 SPLIT_CASES = [  # (B, N, D, heads): N, heads and head_dim all different, so no mistake hides
     (2, 17, 64, 4),
@@ -77,9 +77,7 @@ def check_split_heads(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
         try:
             verdicts.append(describe_match(got, expected))
         except CheckFailed as failure:
-            for reason, variant in _split_variants(x, h).items():
-                if torch.equal(got, variant):
-                    raise CheckFailed(f"{reason} ({where})") from None
+            name_known_mistake(got, _split_variants(x, h), where)
             raise CheckFailed(f"{failure} {where}") from None
     print(f"✓ split_heads matches the reference on {len(verdicts)} inputs: {summarize(verdicts)}")
 
@@ -123,9 +121,7 @@ def check_merge_heads(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
             verdicts.append(describe_match(got, expected))
         except CheckFailed as failure:
             if h > 1:
-                for reason, variant in _merge_variants(x).items():
-                    if torch.equal(got, variant):
-                        raise CheckFailed(f"{reason} ({where})") from None
+                name_known_mistake(got, _merge_variants(x), where)
             raise CheckFailed(f"{failure} {where}") from None
     print(f"✓ merge_heads matches the reference on {len(verdicts)} inputs: {summarize(verdicts)}")
 
@@ -245,9 +241,7 @@ def check_multi_head_attention(fn: Callable[[torch.Tensor, nn.Linear, nn.Linear,
             try:
                 verdicts.append(describe_match(got, expected, atol=TOL["atol"]))
             except CheckFailed as failure:
-                for reason, variant in _forward_variants(x, qkv, proj, h).items():
-                    if torch.allclose(got, variant, **TOL):
-                        raise CheckFailed(f"{reason} ({where})") from None
+                name_known_mistake(got, _forward_variants(x, qkv, proj, h), where, **TOL)
                 raise CheckFailed(
                     f"{failure} {where}; go through the steps in order: qkv, reshape to "
                     "(B, N, 3, heads, head_dim), permute, softmax(q kᵀ / sqrt(head_dim)) v per head, "
