@@ -11,7 +11,7 @@ LAB_ARGS ?=
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: lab test test-lib test-notebook run-notebooks clean
+.PHONY: lab test test-lib test-notebook run-notebooks checkpoints bench clean
 
 ## make lab: set up .venv and open JupyterLab on lesson 1
 lab: $(VENV)/.runtime
@@ -19,8 +19,9 @@ lab: $(VENV)/.runtime
 	  --LabApp.default_url=/lab/tree/notebooks/01_patches.ipynb $(ROOT_FLAG) $(LAB_ARGS)
 
 ## make test: set up .venv with the dev tools, run the library tests and re-execute every notebook
+## (VIT_QUICK=1: lesson 6 trains with its short budgets, a few minutes instead of ten)
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest $(NBVAL_FLAGS) tests $(NOTEBOOKS)
+	VIT_QUICK=1 $(BIN)/python -m pytest $(NBVAL_FLAGS) tests $(NOTEBOOKS)
 
 ## make test-lib: the library tests alone (fast)
 test-lib: $(VENV)/.dev
@@ -28,11 +29,20 @@ test-lib: $(VENV)/.dev
 
 ## make test-notebook NB=notebooks/01_patches.ipynb: re-execute one notebook under nbval
 test-notebook: $(VENV)/.dev
-	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB)
+	VIT_QUICK=1 $(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB)
 
-## make run-notebooks: Restart & Run All every notebook in place (commit the outputs afterwards)
+## make run-notebooks: Restart & Run All every notebook in place, with the full training budgets
+## (about 15 minutes on 2 cores; commit the outputs afterwards)
 run-notebooks: $(VENV)/.dev
-	$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=900 $(NOTEBOOKS)
+	env -u VIT_QUICK -u CI $(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=900 $(NOTEBOOKS)
+
+## make checkpoints: retrain the tiny ViTs shipped in utils/checkpoints (reproducible on a CPU)
+checkpoints: $(VENV)/.runtime
+	$(BIN)/python -m utils.trained
+
+## make bench: time the attention paths and the tiny ViT's training (the README's Performance table)
+bench: $(VENV)/.runtime
+	$(BIN)/python -m utils.bench
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \

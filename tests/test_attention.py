@@ -221,3 +221,182 @@ def test_split_heads_matches_torch_multihead_layout():
 def test_split_heads_rejects_a_width_not_divisible_by_the_heads():
     with pytest.raises(ValueError, match="width 10 is not divisible by num_heads 3"):
         split_heads(torch.randn(1, 2, 10), 3)
+
+
+# ---- the two paths: explicit weights, or torch's fused kernel ----------------------------
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Count which attention runs: the course's explicit one or torch's fused kernel."""
+    import utils.attention
+
+    counts = {"explicit": 0, "fused": 0, "dropout_p": []}
+    explicit, fused = utils.attention.scaled_dot_product_attention, F.scaled_dot_product_attention
+
+    def count_explicit(*args, **kwargs):
+        counts["explicit"] += 1
+        return explicit(*args, **kwargs)
+
+    def count_fused(*args, **kwargs):
+        counts["fused"] += 1
+        counts["dropout_p"].append(kwargs.get("dropout_p", 0.0))
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(utils.attention, "scaled_dot_product_attention", count_explicit)
+    monkeypatch.setattr(F, "scaled_dot_product_attention", count_fused)
+    return counts
+
+
+def ran(calls) -> str:
+    """'explicit' or 'fused', whichever ran exactly once since the last reset."""
+    which = [name for name in ("explicit", "fused") if calls[name]]
+    assert len(which) == 1 and calls[which[0]] == 1, calls
+    calls["explicit"] = calls["fused"] = 0
+    return which[0]
+
+
+def test_auto_path_fused_when_training_without_weights(calls):
+    attn = MultiHeadSelfAttention(16, 4)
+    x = torch.randn(2, 5, 16)
+    assert attn.path == "auto"
+    attn(x)  # autograd records it: training
+    assert ran(calls) == "fused"
+    attn.eval()(x)  # eval mode, but autograd still records it
+    assert ran(calls) == "fused"
+    attn.train()(x, mask=torch.ones(5, 5, dtype=torch.bool))
+    assert ran(calls) == "fused"
+
+
+def test_auto_path_explicit_when_weights_are_requested_or_without_autograd(calls):
+    attn = MultiHeadSelfAttention(16, 4)
+    x = torch.randn(2, 5, 16)
+    attn(x, return_attention=True)
+    assert ran(calls) == "explicit"
+    with torch.no_grad():
+        attn(x)
+    assert ran(calls) == "explicit"
+    with torch.inference_mode():
+        attn(x)
+    assert ran(calls) == "explicit"
+    frozen = MultiHeadSelfAttention(16, 4).requires_grad_(False)
+    frozen(x)  # nothing requires a gradient: nothing is recorded
+    assert ran(calls) == "explicit"
+    frozen(x.requires_grad_())  # the input does
+    assert ran(calls) == "fused"
+
+
+def test_forced_paths(calls):
+    attn = MultiHeadSelfAttention(16, 4)
+    x = torch.randn(2, 5, 16)
+    attn.path = "explicit"
+    attn(x)
+    assert ran(calls) == "explicit"
+    attn.path = "fused"
+    with torch.no_grad():
+        attn(x)
+    assert ran(calls) == "fused"
+    attn(x, return_attention=True)  # the weights win over the path
+    assert ran(calls) == "explicit"
+    attn.path = "flash"
+    with pytest.raises(ValueError, match=r"path must be one of \('auto', 'explicit', 'fused'\), got 'flash'"):
+        attn(x)
+
+
+def test_return_attention_gives_exactly_the_explicit_softmax_weights_in_training():
+    torch.manual_seed(0)
+    attn = randomize_(MultiHeadSelfAttention(16, 4)).train()
+    x = torch.randn(2, 6, 16, requires_grad=True)
+    out, weights = attn(x, return_attention=True)
+    q, k, v = attn.qkv(x).reshape(2, 6, 3, 4, 4).permute(2, 0, 3, 1, 4)
+    expected_out, expected_weights = scaled_dot_product_attention(q, k, v)
+    assert torch.equal(weights, expected_weights)  # bit for bit
+    torch.testing.assert_close(weights, reference_weights(q, k), **TOL)
+    assert torch.equal(out, attn.proj(merge_heads(expected_out)))
+
+
+MASKS = {
+    "no mask": None,
+    "key padding": (torch.arange(7)[None, :] < torch.tensor([7, 4, 1])[:, None])[:, None, None, :],
+    "causal": torch.ones(7, 7, dtype=torch.bool).tril(),
+    "per head": torch.cat(  # random, with the first key always allowed
+        [
+            torch.ones(3, 4, 7, 1, dtype=torch.bool),
+            torch.rand(3, 4, 7, 6, generator=torch.Generator().manual_seed(0)) > 0.5,
+        ],
+        dim=-1,
+    ),
+}
+
+
+@pytest.mark.parametrize("mask_name", MASKS)
+def test_fused_and_explicit_paths_agree_in_outputs_and_gradients(mask_name):
+    torch.manual_seed(0)
+    mask = MASKS[mask_name]
+    explicit = randomize_(MultiHeadSelfAttention(16, 4)).train()  # dropout 0: train mode is exact
+    explicit.path = "explicit"
+    fused = MultiHeadSelfAttention(16, 4).train()
+    fused.load_state_dict(explicit.state_dict())
+    fused.path = "fused"
+    x = torch.randn(3, 7, 16)
+    grad_out = torch.randn(3, 7, 16)
+    results = []
+    for module in (explicit, fused):
+        x_ = x.clone().requires_grad_()
+        out = module(x_, mask)
+        out.backward(grad_out)
+        grads = {name: p.grad for name, p in module.named_parameters()}
+        results.append((out, x_.grad, grads))
+    (out_e, dx_e, grads_e), (out_f, dx_f, grads_f) = results
+    torch.testing.assert_close(out_f, out_e, **TOL)
+    torch.testing.assert_close(dx_f, dx_e, **TOL)
+    assert grads_e.keys() == grads_f.keys() == {"qkv.weight", "qkv.bias", "proj.weight", "proj.bias"}
+    for name in grads_e:
+        torch.testing.assert_close(grads_f[name], grads_e[name], **TOL, msg=name)
+    if mask is not None:  # and a mask matters on both paths
+        assert not torch.allclose(fused(x), out_f, atol=1e-3)
+
+
+def test_fused_path_applies_attention_dropout_in_training_only(calls):
+    torch.manual_seed(0)
+    attn = MultiHeadSelfAttention(16, 4, attn_drop=0.5)
+    attn.path = "fused"
+    x = torch.randn(2, 9, 16)
+    a, b = attn(x), attn(x)
+    assert calls["dropout_p"] == [0.5, 0.5]
+    assert not torch.allclose(a, b)
+    attn.eval()
+    assert torch.equal(attn(x), attn(x))
+    assert calls["dropout_p"][-2:] == [0.0, 0.0]
+    reference = MultiHeadSelfAttention(16, 4).eval()  # no dropout at all
+    reference.load_state_dict(attn.state_dict())
+    torch.testing.assert_close(attn(x), reference(x, return_attention=True)[0], **TOL)
+
+
+def test_fused_path_dropout_matches_the_explicit_one_on_average():
+    # each weight is kept with probability 1 - p and scaled by 1 / (1 - p): the mean output is
+    # the output without dropout, on both paths
+    torch.manual_seed(0)
+    attn = randomize_(MultiHeadSelfAttention(8, 2, attn_drop=0.3)).train()
+    x = torch.randn(1, 6, 8).expand(4000, 6, 8)
+    with torch.no_grad():
+        expected = attn.eval()(x[:1])
+        attn.train()
+        for path in ("explicit", "fused"):
+            attn.path = path
+            mean = attn(x).mean(0, keepdim=True)
+            torch.testing.assert_close(mean, expected, atol=0.1, rtol=0, msg=path)
+
+
+def test_fused_path_checks_the_mask_like_the_explicit_one():
+    attn = MultiHeadSelfAttention(16, 4)
+    attn.path = "fused"
+    x = torch.randn(2, 4, 16)
+    with pytest.raises(ValueError, match=r"boolean mask.*got torch.float32"):
+        attn(x, torch.zeros(4, 4))
+    with pytest.raises(ValueError, match=r"does not broadcast"):
+        attn(x, torch.ones(3, 4, 4, dtype=torch.bool))
+    hides_a_row = torch.ones(4, 4, dtype=torch.bool)
+    hides_a_row[1] = False
+    with pytest.raises(ValueError, match=r"hides every key"):
+        attn(x, hides_a_row)

@@ -1,4 +1,4 @@
-"""The bundled sample image."""
+"""The bundled sample image and the two training sets that ship with the course."""
 
 import pytest
 import torch
@@ -28,3 +28,54 @@ def test_sample_image_size(size):
 
 def test_sample_image_is_the_same_every_time():
     assert torch.equal(load_sample_image(64), load_sample_image(64))
+
+
+# ---- training sets -----------------------------------------------------------------------
+
+from utils.data import ImageDataset, load_digits, load_training_set, make_relational  # noqa: E402
+
+
+def test_digits_split_is_fixed_stratified_and_complete():
+    train, test = load_digits()
+    assert len(train) == 1347 and len(test) == 450
+    assert train.images.shape[1:] == (1, 8, 8) and train.images.dtype == torch.float32
+    assert 0.0 == train.images.min() and train.images.max() == 1.0
+    counts = test.labels.bincount()
+    assert counts.min() >= 43 and counts.max() <= 46  # every digit in proportion (174-183 of each)
+    again, _ = load_digits()
+    assert torch.equal(again.images, train.images)
+    assert train.classes == [str(d) for d in range(10)]
+
+
+@pytest.mark.parametrize("task", ["same_colour", "same_shape", "orientation"])
+def test_relational_images_hold_two_far_apart_objects_and_balanced_labels(task):
+    data = make_relational(200, task=task, seed=3)
+    assert data.images.shape == (200, 3, 32, 32) and data.labels.float().mean() == 0.5
+    again = make_relational(200, task=task, seed=3)
+    assert torch.equal(again.images, data.images)  # deterministic
+    for mask, label in zip(data.object_masks[:40], data.labels[:40]):
+        rows, cols = mask.nonzero(as_tuple=True)
+        assert 2 * 15 <= len(rows) <= 2 * 49  # two objects of up to 7 x 7 pixels
+        # the two objects: split the pixels where the gap between them is largest
+        points = torch.stack([rows, cols], 1).float()
+        far = torch.cdist(points, points).max()
+        assert far >= 14 - 7  # centres at least 14 apart, so some pixels are at least 7 apart
+        if task == "orientation":
+            spread_rows, spread_cols = rows.max() - rows.min(), cols.max() - cols.min()
+            assert (spread_rows > spread_cols) == bool(label)
+
+
+def test_same_colour_labels_match_the_pixels():
+    data = make_relational(100, task="same_colour", seed=1)
+    for image, mask, label in zip(data.images, data.object_masks, data.labels):
+        colours = {tuple(image[:, r, c].tolist()) for r, c in mask.nonzero().tolist()}
+        assert (len(colours) == 1) == bool(label)
+
+
+def test_load_training_set_by_name():
+    train, _ = load_training_set("relational", task="orientation", train_size=10, test_size=4)
+    assert len(train) == 10 and train.classes == ["side by side", "one above the other"]
+    with pytest.raises(ValueError, match="expected one of .*digits.*cifar10"):
+        load_training_set("imagenet")
+    with pytest.raises(ValueError, match=r"expected images \(N, C, H, W\)"):
+        ImageDataset(torch.zeros(3, 8, 8), torch.zeros(3, dtype=torch.long), ["a"])

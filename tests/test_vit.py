@@ -151,7 +151,9 @@ def test_return_attention_shapes_and_rows():
     assert logits.shape == (2, 10)
     assert attn.shape == (3, 2, 4, 65, 65)  # (depth, B, heads, T, T)
     torch.testing.assert_close(attn.sum(-1), torch.ones(3, 2, 4, 65), **TOL)
-    torch.testing.assert_close(logits, model(images), rtol=0, atol=0)
+    with torch.no_grad():  # inference runs the explicit path: the same logits, bit for bit
+        assert torch.equal(model(images), logits)
+    torch.testing.assert_close(model(images), logits, **TOL)  # autograd on: the fused path
     features, attn2 = model.forward_features(images, return_attention=True)
     assert features.shape == (2, 65, 64)
     assert torch.equal(attn, attn2)
@@ -317,3 +319,61 @@ def test_model_rejects_images_with_the_wrong_channels():
     model = VisionTransformer(tiny())
     with pytest.raises(ValueError, match=r"expected 3 channels"):
         model(torch.randn(1, 1, 32, 32))
+
+
+# ---- the attention path: weights only when asked for ------------------------------------
+
+
+@pytest.fixture
+def explicit_calls(monkeypatch):
+    """Count the calls of the course's explicit attention (the one that builds the weights)."""
+    import utils.attention
+
+    calls = []
+    explicit = utils.attention.scaled_dot_product_attention
+    monkeypatch.setattr(
+        utils.attention,
+        "scaled_dot_product_attention",
+        lambda *args, **kwargs: calls.append(1) or explicit(*args, **kwargs),
+    )
+    return calls
+
+
+def test_training_builds_no_attention_weights(explicit_calls):
+    torch.manual_seed(0)
+    model = VisionTransformer(tiny(depth=3)).train()
+    logits = model(torch.randn(2, 3, 32, 32))
+    nn.functional.cross_entropy(logits, torch.tensor([1, 7])).backward()
+    assert explicit_calls == []  # every block took the fused path
+    model.forward_features(torch.randn(2, 3, 32, 32))
+    assert explicit_calls == []
+    _, attn = model(torch.randn(2, 3, 32, 32), return_attention=True)
+    assert len(explicit_calls) == 3 and attn.shape == (3, 2, 4, 65, 65)  # one per block
+
+
+def test_the_model_does_not_request_weights_without_return_attention(explicit_calls):
+    model = VisionTransformer(tiny(depth=3)).eval()
+    for module in model.modules():
+        if hasattr(module, "path"):
+            module.path = "fused"  # even in inference, where "auto" would stay explicit
+    with torch.no_grad():
+        model(torch.randn(2, 3, 32, 32))
+        model.forward_features(torch.randn(2, 3, 32, 32))
+    assert explicit_calls == []
+
+
+def test_the_paths_give_the_same_logits_and_gradients():
+    torch.manual_seed(0)
+    explicit = randomize_(VisionTransformer(tiny()), std=0.2).train()
+    fused = VisionTransformer(tiny()).train()
+    fused.load_state_dict(explicit.state_dict())
+    for block in explicit.blocks:
+        block.attn.path = "explicit"
+    images, labels = torch.randn(4, 3, 32, 32), torch.tensor([0, 3, 5, 9])
+    logits = {}
+    for name, model in (("explicit", explicit), ("fused", fused)):
+        logits[name] = model(images)
+        nn.functional.cross_entropy(logits[name], labels).backward()
+    torch.testing.assert_close(logits["fused"], logits["explicit"], **TOL)
+    for (name, p), q in zip(explicit.named_parameters(), fused.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, **TOL, msg=name)

@@ -1,9 +1,36 @@
-"""Images the course ships with: nothing is downloaded at run time."""
+"""Images and training sets the course ships with: nothing is downloaded at run time.
+
+- `load_sample_image`: Grace Hopper's portrait, which ships with matplotlib (lessons 1-5).
+- `load_digits`: 1,797 real handwritten 8 x 8 digits, which ship with scikit-learn (lesson 6).
+- `make_relational`: a synthetic set whose label depends on two objects far apart (lesson 6).
+"""
 
 import matplotlib.cbook
 import numpy as np
 import torch
 from PIL import Image
+from torch.utils.data import TensorDataset
+
+
+class ImageDataset(TensorDataset):
+    """A TensorDataset of (image, label) pairs that knows its class names.
+
+    Args:
+        images: (N, C, H, W) float32 in [0, 1].
+        labels: (N,) int64 class indices.
+        classes: the name of each class index.
+    """
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, classes: list[str]):
+        if images.ndim != 4 or labels.shape != (images.shape[0],):
+            raise ValueError(
+                f"expected images (N, C, H, W) and labels (N,), got {tuple(images.shape)} and {tuple(labels.shape)}"
+            )
+        super().__init__(images, labels)
+        self.images, self.labels, self.classes = images, labels, list(classes)
+
+    def __repr__(self) -> str:
+        return f"ImageDataset({len(self)} images of {tuple(self.images.shape[1:])}, classes={self.classes})"
 
 
 def load_sample_image(size: int = 224) -> torch.Tensor:
@@ -23,3 +50,143 @@ def load_sample_image(size: int = 224) -> torch.Tensor:
         photo = photo.crop((left, top, left + side, top + side)).resize((size, size), Image.BICUBIC)
         pixels = np.asarray(photo, dtype=np.float32) / 255.0  # (H, W, C)
     return torch.from_numpy(pixels).permute(2, 0, 1).contiguous()  # (C, H, W)
+
+
+def load_digits(test_fraction: float = 0.25, seed: int = 0) -> tuple[ImageDataset, ImageDataset]:
+    """scikit-learn's handwritten digits (1,797 images of 8 x 8, grey levels 0-16), split once.
+
+    The split is stratified (every digit in the same proportion in both parts) and fixed by `seed`.
+
+    Returns:
+        (train, test): images (N, 1, 8, 8) float32 in [0, 1], labels 0-9.
+    """
+    from sklearn.datasets import load_digits as sklearn_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = sklearn_digits()
+    images = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)  # (1797, 1, 8, 8)
+    labels = torch.tensor(digits.target, dtype=torch.int64)  # (1797,)
+    train_index, test_index = train_test_split(
+        np.arange(len(labels)), test_size=test_fraction, stratify=digits.target, random_state=seed
+    )
+    classes = [str(digit) for digit in range(10)]
+    train = ImageDataset(images[train_index], labels[train_index], classes)
+    test = ImageDataset(images[test_index], labels[test_index], classes)
+    return train, test
+
+
+COLOURS = {  # RGB in [0, 1], chosen to stay distinct for colour-blind readers too
+    "red": (0.90, 0.20, 0.15),
+    "yellow": (0.95, 0.85, 0.10),
+    "cyan": (0.15, 0.80, 0.90),
+    "white": (0.95, 0.95, 0.95),
+}
+SHAPES = ("square", "disc", "triangle", "cross")
+RELATIONAL_TASKS = {
+    "same_colour": ["different colours", "same colour"],  # compare what the two objects are
+    "same_shape": ["different shapes", "same shape"],
+    "orientation": ["side by side", "one above the other"],  # compare where they are
+}
+
+
+def shape_mask(shape: str, size: int) -> np.ndarray:
+    """(size, size) bool mask of one object: a square, disc, triangle (pointing up) or cross."""
+    r = (size - 1) / 2
+    yy, xx = np.mgrid[0:size, 0:size]
+    if shape == "square":
+        return np.ones((size, size), dtype=bool)
+    if shape == "disc":
+        return (yy - r) ** 2 + (xx - r) ** 2 <= (r + 0.3) ** 2
+    if shape == "triangle":
+        return np.abs(xx - r) <= (yy + 0.5) / 2 + 0.01
+    if shape == "cross":
+        return (np.abs(xx - r) <= size / 6) | (np.abs(yy - r) <= size / 6)
+    raise ValueError(f"unknown shape {shape!r}; expected one of {SHAPES}")
+
+
+def make_relational(
+    num_images: int,
+    task: str = "same_colour",
+    image_size: int = 32,
+    object_size: int = 7,
+    min_distance: float = 14.0,
+    noise: float = 0.05,
+    seed: int = 0,
+) -> ImageDataset:
+    """Images with two objects far apart, labelled by a relation between them.
+
+    Each image holds two small coloured shapes whose centres are at least `min_distance` pixels
+    apart, on a dark, slightly noisy background. With task="same_colour" the label is 1 when both
+    have the same colour (their shapes are random), with "same_shape" when both have the same
+    shape, and with "orientation" when one is above the other (0: side by side; colours and
+    shapes random). Half the images are of each class. Only a model that compares the two
+    far-apart objects can solve it, and "orientation" needs to know where patches are.
+    Deterministic given `seed`.
+
+    Returns:
+        ImageDataset with images (N, 3, H, W) in [0, 1], labels (N,), and `object_masks`
+        (N, H, W) bool, True on the objects' pixels (to check where a model looks).
+    """
+    if task not in RELATIONAL_TASKS:
+        raise ValueError(f"unknown task {task!r}; expected one of {list(RELATIONAL_TASKS)}")
+    rng = np.random.default_rng(seed)
+    colours = np.array(list(COLOURS.values()), dtype=np.float32)  # (4, 3)
+    images = rng.normal(0.08, noise, size=(num_images, image_size, image_size, 3)).astype(np.float32)
+    masks = np.zeros((num_images, image_size, image_size), dtype=bool)
+    labels = np.arange(num_images) % 2  # half and half, then shuffled below
+    rng.shuffle(labels)
+    span = image_size - object_size + 1
+    for i, label in enumerate(labels):
+        while True:  # two top-left corners whose object centres are far enough apart
+            corners = rng.integers(0, span, size=(2, 2))  # (object, (top, left))
+            rows_apart, cols_apart = np.abs(corners[0] - corners[1])
+            if np.hypot(rows_apart, cols_apart) < min_distance:
+                continue
+            if task != "orientation" or min(rows_apart, cols_apart) <= 3 and (rows_apart > cols_apart) == label:
+                break  # for "orientation": nearly in one row (label 0) or one column (label 1)
+        if task == "orientation":
+            colour_ids, shape_ids = rng.integers(0, len(colours), size=2), rng.integers(0, len(SHAPES), size=2)
+        else:
+            related = rng.choice(len(colours) if task == "same_colour" else len(SHAPES), size=2, replace=False)
+            if label:
+                related[1] = related[0]
+            free = rng.integers(0, len(SHAPES) if task == "same_colour" else len(colours), size=2)
+            colour_ids, shape_ids = (related, free) if task == "same_colour" else (free, related)
+        for (top, left), colour, shape in zip(corners, colour_ids, shape_ids):
+            mask = shape_mask(SHAPES[shape], object_size)
+            window = (slice(top, top + object_size), slice(left, left + object_size))
+            images[i][window][mask] = colours[colour]
+            masks[i][window] |= mask
+    images = torch.from_numpy(np.clip(images, 0.0, 1.0)).permute(0, 3, 1, 2).contiguous()  # (N, 3, H, W)
+    dataset = ImageDataset(images, torch.from_numpy(labels).long(), RELATIONAL_TASKS[task])
+    dataset.object_masks = torch.from_numpy(masks)
+    return dataset
+
+
+def load_relational(
+    train_size: int = 4000, test_size: int = 1000, task: str = "same_colour", seed: int = 0
+) -> tuple[ImageDataset, ImageDataset]:
+    """A train and a test set of `make_relational` images, drawn from different seeds."""
+    train = make_relational(train_size, task=task, seed=seed)
+    test = make_relational(test_size, task=task, seed=seed + 1_000_003)
+    return train, test
+
+
+BUNDLED = {"digits": load_digits, "relational": load_relational}
+STANDARD = ("mnist", "fashion_mnist", "cifar10")
+
+
+def load_training_set(name: str = "digits", **options) -> tuple[ImageDataset, ImageDataset]:
+    """(train, test) by name: "digits" and "relational" ship with the course; "mnist",
+    "fashion_mnist" and "cifar10" are read from their standard files (see
+    `utils.standard_datasets`; pass download=True once, when online).
+
+    Extra keyword arguments go to the loader (e.g. task="same_shape" for "relational").
+    """
+    if name in BUNDLED:
+        return BUNDLED[name](**options)
+    if name in STANDARD:
+        from utils.standard_datasets import load_standard_dataset  # it imports this module
+
+        return load_standard_dataset(name, **options)
+    raise ValueError(f"unknown training set {name!r}; expected one of {list(BUNDLED) + list(STANDARD)}")

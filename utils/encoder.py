@@ -71,12 +71,14 @@ class EncoderBlock(nn.Module):
         return_attention: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """(B, T, D) -> (B, T, D); with return_attention, also the weights (B, heads, T, T)."""
+        # the weights are built only when asked for; otherwise attention may take its fast path
+        attended = self.attn(self.norm1(x) if self.norm_first else x, mask, return_attention=return_attention)
+        if return_attention:
+            attended, weights = attended  # (B, T, D), (B, heads, T, T)
         if self.norm_first:
-            attended, weights = self.attn(self.norm1(x), mask, return_attention=True)
             x = x + attended  # (B, T, D)
             x = x + self.mlp(self.norm2(x))  # (B, T, D)
         else:
-            attended, weights = self.attn(x, mask, return_attention=True)
             x = self.norm1(x + attended)  # (B, T, D)
             x = self.norm2(x + self.mlp(x))  # (B, T, D)
         return (x, weights) if return_attention else x

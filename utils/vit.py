@@ -152,14 +152,16 @@ class VisionTransformer(nn.Module):
         if self.pos_embed is not None:
             x = x + self.pos_embed  # (B, T, D), one position vector added per token
         x = self.pos_drop(x)
+        if not return_attention:  # no weights built: the blocks may take attention's fast path
+            for block in self.blocks:
+                x = block(x)  # (B, T, D)
+            return self.norm(x)  # (B, T, D)
         attentions = []
         for block in self.blocks:
             x, weights = block(x, return_attention=True)  # (B, T, D), (B, heads, T, T)
             attentions.append(weights)
         x = self.norm(x)  # (B, T, D)
-        if return_attention:
-            return x, torch.stack(attentions)  # (depth, B, heads, T, T)
-        return x
+        return x, torch.stack(attentions)  # (depth, B, heads, T, T)
 
     def forward(
         self, images: torch.Tensor, return_attention: bool = False

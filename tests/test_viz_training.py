@@ -1,0 +1,45 @@
+"""Lesson 6's pictures show the data, the curves, the confusion matrix and the mistakes given."""
+
+import torch
+
+from utils.data import ImageDataset
+from utils.training import History
+from utils.viz.training import LivePlot, show_batch, show_confusion, show_mistakes
+
+
+def test_show_batch_titles_each_image_with_its_class():
+    data = ImageDataset(torch.rand(5, 1, 8, 8), torch.tensor([0, 1, 1, 0, 1]), ["no", "yes"])
+    fig = show_batch(data, count=5, columns=4)
+    titled = [ax.get_title() for ax in fig.axes if ax.images]
+    assert titled == ["no", "yes", "yes", "no", "yes"]
+
+
+def test_live_plot_draws_the_history_and_throttles():
+    plot = LivePlot(interval=3600)
+    history = History(seconds=[1.0, 2.0], train_loss=[2.0, 1.0], train_accuracy=[0.5, 0.7],
+                      test_loss=[2.1, 1.2], test_accuracy=[0.4, 0.6])  # fmt: skip
+    plot.update(history)  # the first call draws
+    assert list(plot.accuracy_ax.lines[1].get_ydata()) == [0.4, 0.6]
+    history.test_accuracy.append(0.9)
+    history.seconds.append(3.0)
+    history.train_loss.append(0.5)
+    history.train_accuracy.append(0.8)
+    history.test_loss.append(0.8)
+    plot.update(history)  # within the interval: not redrawn
+    assert len(plot.accuracy_ax.lines[1].get_ydata()) == 2
+    history.done = True
+    plot.update(history)  # the end is always drawn
+    assert list(plot.accuracy_ax.lines[1].get_ydata()) == [0.4, 0.6, 0.9]
+
+
+def test_show_confusion_writes_the_counts():
+    matrix = torch.tensor([[5, 1], [0, 4]])
+    ax = show_confusion(matrix, ["a", "b"]).axes[0]
+    assert sorted(t.get_text() for t in ax.texts) == ["1", "4", "5"]
+    assert ax.get_title() == "9 of 10 right"
+
+
+def test_show_mistakes_shows_only_the_wrong_ones():
+    labels, predictions = torch.tensor([0, 1, 1, 0]), torch.tensor([0, 0, 1, 1])
+    fig = show_mistakes(torch.rand(4, 1, 8, 8), labels, predictions, ["zero", "one"])
+    assert [ax.get_title() for ax in fig.axes if ax.images] == ["one -> zero", "zero -> one"]
