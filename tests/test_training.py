@@ -116,9 +116,9 @@ def test_evaluate_predict_and_confusion_matrix_agree():
 def test_budget_follows_quick_mode(monkeypatch):
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.delenv("VIT_QUICK", raising=False)
-    assert not quick_mode() and budget(60, 5) == 60
+    assert not quick_mode() and budget(60, 5) == {"time_budget": 60}
     monkeypatch.setenv("CI", "true")
-    assert quick_mode() and budget(60, 5) == 5
+    assert quick_mode() and budget(60, 5) == {"epochs": 5}
     monkeypatch.delenv("CI")
     monkeypatch.setenv("VIT_QUICK", "1")
-    assert budget(60, 5) == 5
+    assert budget(60, 5) == {"epochs": 5}
