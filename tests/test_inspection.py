@@ -1,0 +1,95 @@
+"""The inspection maths, against hand computations on small, known inputs."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from utils import ViTConfig, VisionTransformer
+from utils.inspection import (
+    attention_rollout,
+    attention_share,
+    cls_attention_map,
+    mean_attention_distance,
+    patch_coverage,
+    patch_embedding_components,
+)
+
+
+def random_attention(depth=3, B=2, heads=4, T=5, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(depth, B, heads, T, T, generator=generator).softmax(-1)
+
+
+def test_rollout_matches_a_hand_loop():
+    attn = random_attention()
+    rollout = attention_rollout(attn)
+    expected = []
+    for b in range(2):
+        result = np.eye(5)
+        for layer in attn[:, b].numpy():
+            a = layer.mean(0) + np.eye(5)
+            a = a / a.sum(-1, keepdims=True)
+            result = a @ result
+        expected.append(result)
+    np.testing.assert_allclose(rollout.numpy(), np.stack(expected), atol=1e-6)
+    torch.testing.assert_close(rollout.sum(-1), torch.ones(2, 5))
+
+
+def test_rollout_of_one_layer_without_residual_is_the_head_mean():
+    attn = random_attention(depth=1)
+    torch.testing.assert_close(attention_rollout(attn, residual=False), attn[0].mean(1))
+
+
+def test_rollout_on_a_real_model_and_shape_errors():
+    model = VisionTransformer(ViTConfig.tiny(depth=2)).eval()
+    _, attn = model(torch.rand(2, 3, 32, 32), return_attention=True)
+    assert attention_rollout(attn).shape == (2, 65, 65)
+    with pytest.raises(ValueError, match=r"\(depth, B, heads, T, T\)"):
+        attention_rollout(attn[0])
+
+
+def test_cls_attention_map_is_row_zero_on_the_grid():
+    weights = torch.rand(2, 1 + 6, 1 + 6)
+    maps = cls_attention_map(weights, (2, 3))
+    assert maps.shape == (2, 2, 3)
+    assert torch.equal(maps[1, 1, 2], weights[1, 0, 1 + 5])  # patch (1, 2) is token 6
+    with pytest.raises(ValueError, match="expected 1 \\+ 3 x 3 = 10 tokens"):
+        cls_attention_map(weights, 3)
+
+
+def test_patch_coverage_and_attention_share():
+    masks = torch.zeros(1, 8, 8, dtype=torch.bool)
+    masks[0, 1, 1] = True  # patch (0, 0)
+    masks[0, 6, 5] = True  # patch (1, 1)
+    covered = patch_coverage(masks, 4)
+    assert covered.tolist() == [[[True, False], [False, True]]]
+    maps = torch.tensor([[[0.4, 0.1], [0.2, 0.3]]])
+    torch.testing.assert_close(attention_share(maps, covered), torch.tensor([0.7]))
+
+
+def test_mean_attention_distance_known_cases():
+    grid, P = 2, 4  # 4 patches on a 2 x 2 grid, 4 px apart
+    T = 1 + 4
+    identity = torch.eye(T).expand(1, 1, 1, T, T)  # every patch looks at itself
+    assert mean_attention_distance(identity, grid, P).item() == 0.0
+    uniform = torch.full((1, 1, 1, T, T), 1.0 / T)  # spread evenly (the class token is left out)
+    expected = (0 + 4 + 4 + 4 * math.sqrt(2)) / 4  # from any patch to the four patches
+    assert mean_attention_distance(uniform, grid, P).item() == pytest.approx(expected)
+    assert mean_attention_distance(random_attention(T=5), 2, P).shape == (3, 4)
+
+
+def test_patch_embedding_components_are_the_principal_axes():
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(64, 3, 4, 4, generator=generator) * torch.linspace(0.1, 2, 48).reshape(1, 3, 4, 4)
+    components, share = patch_embedding_components(weight, count=5)
+    assert components.shape == (5, 3, 4, 4)
+    flat = components.reshape(5, -1).double()
+    torch.testing.assert_close(flat @ flat.T, torch.eye(5, dtype=torch.float64), atol=1e-5, rtol=0)
+    centred = weight.reshape(64, -1).double().numpy()
+    centred = centred - centred.mean(0)
+    values, vectors = np.linalg.eigh(centred.T @ centred)  # an independent route: eigenvectors
+    top = vectors[:, ::-1][:, :5].T  # (5, 48), largest first
+    np.testing.assert_allclose(np.abs((flat.numpy() * top).sum(1)), np.ones(5), atol=1e-4)
+    np.testing.assert_allclose(share.numpy(), (values[::-1][:5] / values.sum()), atol=1e-5)
