@@ -1,4 +1,13 @@
-"""Shared test setup: draw without a screen, and close every figure a test made."""
+"""Shared test setup: draw without a screen, close every figure a test made, and serve
+JupyterLab through the README's `make lab` for the tests that need it."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
 
 import matplotlib
 
@@ -12,3 +21,52 @@ import pytest  # noqa: E402
 def close_figures():
     yield
     plt.close("all")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "course-test-token"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def lab_url(tmp_path_factory):
+    """The address of a JupyterLab started with `make lab` on a free loopback port."""
+    port = free_port()
+    home = tmp_path_factory.mktemp("lab")
+    settings = home / "settings" / "@jupyterlab" / "docmanager-extension"
+    settings.mkdir(parents=True)
+    (settings / "plugin.jupyterlab-settings").write_text('{"autosave": false}')  # tests never write notebooks
+    args = (
+        f"--no-browser --ServerApp.ip=127.0.0.1 --IdentityProvider.token={TOKEN} "
+        f"--LabApp.user_settings_dir={home / 'settings'} --LabApp.workspaces_dir={home}"
+    )
+    log = home / "server.log"  # a file, not a pipe: a full pipe would block the server
+    server = subprocess.Popen(
+        ["make", "--no-print-directory", "lab", f"PORT={port}", f"LAB_ARGS={args}"],
+        cwd=ROOT,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, so make and jupyter stop together
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if server.poll() is not None:
+                pytest.fail(f"make lab exited with {server.returncode}:\n{log.read_text()}")
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token={TOKEN}", timeout=5).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("JupyterLab did not answer within 90 s")
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
