@@ -36,6 +36,31 @@ def browser_or_skip():
     return sync_playwright
 
 
+def check_patch_slicer_reacts(page) -> None:
+    """Lesson 1's patch slicer rendered; moving its slider redraws the grid and the counts."""
+    slider = page.locator(".widget-slider").first
+    slider.scroll_into_view_if_needed()
+    summary = page.locator(".widget-html-content", has_text="tokens").first
+    picture = page.locator(".widget-output img").first
+    before_text, before_picture = summary.inner_text(), picture.get_attribute("src")
+    assert "197 tokens" in before_text
+    page.locator(".widget-slider .noUi-handle").first.focus()
+    page.keyboard.press("ArrowLeft")  # the next smaller patch size: 14 px, 16 x 16 patches
+    page.wait_for_function(
+        "before => ![...document.querySelectorAll('.widget-html-content')].some(e => e.innerText === before)"
+        " && [...document.querySelectorAll('.widget-html-content')].some(e => e.innerText.includes('tokens'))",
+        arg=before_text,
+        timeout=30_000,
+    )
+    assert "257 tokens" in summary.inner_text()
+    page.wait_for_function(  # the grid was redrawn: a new picture in the widget's output
+        "before => { const img = document.querySelector('.widget-output img'); return img && img.src !== before; }",
+        arg=before_picture,
+        timeout=30_000,
+    )
+    page.screenshot(path=str(ARTIFACTS / "01_patches-slider.png"))
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
 def test_notebook_runs_in_jupyterlab(lab_url, notebook):
     sync_playwright = browser_or_skip()
@@ -76,6 +101,8 @@ def test_notebook_runs_in_jupyterlab(lab_url, notebook):
             assert "[*]" not in last_prompt.inner_text()
             assert page.locator(".jp-OutputArea-output img").count() >= 5  # the plots were drawn
             assert page.locator("text=✓ patchify matches the reference").count() == 1
+            if notebook == "01_patches.ipynb":
+                check_patch_slicer_reacts(page)
         finally:
             page.screenshot(path=str(ARTIFACTS / f"{notebook}-last.png"))
             browser.close()

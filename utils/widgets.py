@@ -13,6 +13,14 @@ from IPython.display import display
 from utils.viz.core import DPI, to_numpy_image
 
 
+def show_in(output: widgets.Output, fig: plt.Figure) -> None:
+    """Replace what `output` shows with the figure as it is now (a fresh picture each time:
+    display updates by id do not reach the inside of an Output widget in JupyterLab)."""
+    with output:
+        output.clear_output(wait=True)
+        display(fig)
+
+
 class PatchSlicer(widgets.VBox):
     """A patch-size slider over an image (lesson 1): redraws the patch grid and reports the
     number of tokens and the size of the attention matrix they imply.
@@ -30,12 +38,10 @@ class PatchSlicer(widgets.VBox):
         self.patch_size = widgets.SelectionSlider(options=sizes, value=patch_size, description="patch size")
         self.summary = widgets.HTML()
         self.output = widgets.Output()
-        with self.output:
-            self.fig, self.ax = plt.subplots(figsize=(size, size * H / W), dpi=DPI)
-            self.ax.imshow(to_numpy_image(image), cmap="gray")
-            self.lines = []
-            plt.close(self.fig)
-            self.display = display(self.fig, display_id=True)
+        self.fig, self.ax = plt.subplots(figsize=(size, size * H / W), dpi=DPI)
+        self.ax.imshow(to_numpy_image(image), cmap="gray")
+        self.lines = []
+        plt.close(self.fig)  # shown in self.output, not again at the end of the cell
         self.patch_size.observe(lambda change: self.redraw(), names="value")
         super().__init__([self.patch_size, self.summary, self.output])
         self.redraw()
@@ -55,8 +61,7 @@ class PatchSlicer(widgets.VBox):
             f"{rows * cols:,} patches + 1 class token = <b>{tokens:,} tokens</b>; "
             f"attention matrix {tokens:,} x {tokens:,} = <b>{tokens * tokens:,}</b> entries per head"
         )
-        if self.display is not None:
-            self.display.update(self.fig)
+        show_in(self.output, self.fig)
 
 
 class SoftmaxTemperature(widgets.VBox):
@@ -74,14 +79,12 @@ class SoftmaxTemperature(widgets.VBox):
         self.scale = widgets.FloatLogSlider(value=scale, base=10, min=-2, max=2, step=0.05, description="scale")
         self.summary = widgets.HTML()
         self.output = widgets.Output()
-        with self.output:
-            self.fig, self.ax = plt.subplots(figsize=(size, 0.6 * size), dpi=DPI)
-            self.bars = self.ax.bar(range(len(self.scores)), torch.zeros(len(self.scores)).tolist())
-            self.ax.set_ylim(0, 1)
-            self.ax.set_xlabel("key")
-            self.ax.set_ylabel("weight")
-            plt.close(self.fig)
-            self.display = display(self.fig, display_id=True)
+        self.fig, self.ax = plt.subplots(figsize=(size, 0.6 * size), dpi=DPI)
+        self.bars = self.ax.bar(range(len(self.scores)), torch.zeros(len(self.scores)).tolist())
+        self.ax.set_ylim(0, 1)
+        self.ax.set_xlabel("key")
+        self.ax.set_ylabel("weight")
+        plt.close(self.fig)
         self.scale.observe(lambda change: self.redraw(), names="value")
         super().__init__([self.scale, self.summary, self.output])
         self.redraw()
@@ -98,5 +101,4 @@ class SoftmaxTemperature(widgets.VBox):
         entropy = -(weights * weights.clamp_min(1e-12).log()).sum().item()
         self.ax.set_title(f"softmax({self.scale.value:.2f} x scores)")
         self.summary.value = f"largest weight <b>{weights.max():.2f}</b>, entropy {entropy:.2f} nats"
-        if self.display is not None:
-            self.display.update(self.fig)
+        show_in(self.output, self.fig)
