@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from utils.embeddings import (
+    neighbour_similarity,
     pos_embed_similarity,
     prepend_cls_token,
     resize_pos_embed,
@@ -196,3 +197,22 @@ def test_sincos_similarity_falls_with_distance_on_the_grid():
     corner = similarity[0].reshape(8, 8)
     assert corner[0, 1] > corner[0, 4] > corner[0, 7]  # along the row
     assert corner[1, 0] > corner[4, 0] > corner[7, 0]  # down the column
+
+
+def test_neighbour_similarity_of_a_hand_made_matrix():
+    # 2 x 2 grid: 0-1 and 0-2 are neighbours (distance 1), 0-3 diagonal (sqrt 2); far: >= 1 apart
+    similarity = torch.tensor(
+        [[1.0, 0.8, 0.6, 0.1], [0.8, 1.0, 0.1, 0.6], [0.6, 0.1, 1.0, 0.8], [0.1, 0.6, 0.8, 1.0]]
+    )
+    near, far = neighbour_similarity(similarity, 2)
+    assert near == pytest.approx(0.7)
+    assert far == pytest.approx((8 * 0.7 + 4 * 0.1) / 12)
+    assert neighbour_similarity(-1e-4 * torch.ones(4, 4), 2) == (0.0, 0.0)  # rounded, never -0.0
+    assert str(neighbour_similarity(-1e-4 * torch.ones(4, 4), 2)[0]) == "0.0"
+    # 1 x 4 grid, similarity = minus the distance: near pairs are 1 apart, far ones at least 2
+    position = torch.arange(4.0)
+    near, far = neighbour_similarity(-(position[:, None] - position[None]).abs(), (1, 4))
+    assert near == pytest.approx(-1.0)
+    assert far == pytest.approx(-(2 + 3 + 2) * 2 / 6, abs=1e-3)
+    with pytest.raises(ValueError, match=r"N = 3 x 3 = 9"):
+        neighbour_similarity(similarity, 3)

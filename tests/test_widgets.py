@@ -1,9 +1,15 @@
 """The widgets, driven from Python: move a control, check what is now drawn and reported."""
 
+import math
+
+import numpy as np
 import pytest
 import torch
 
-from utils.widgets import PatchSlicer, SoftmaxTemperature
+from references import randomize_
+from utils import ViTConfig, VisionTransformer, pos_embed_similarity, sincos_pos_embed_2d
+from utils.embeddings import neighbour_similarity
+from utils.widgets import AttentionExplorer, PatchSlicer, PositionSimilarityExplorer, SoftmaxTemperature
 
 
 def test_patch_slicer_redraws_the_grid_and_the_counts():
@@ -37,3 +43,188 @@ def test_softmax_temperature_sharpens_and_flattens():
     assert widget.weights.max() < 0.26  # nearly uniform over 4 keys
     with pytest.raises(ValueError, match=r"\(N,\)"):
         SoftmaxTemperature(torch.rand(2, 3))
+
+
+@pytest.fixture
+def vit():
+    """A tiny ViT with random weights everywhere (12 x 12 px, 4 px patches: a 3 x 3 grid, 10 tokens),
+    3 images, and their attention computed directly: (depth 3, B 3, heads 2, T 10, T 10)."""
+    torch.manual_seed(0)
+    config = ViTConfig(image_size=12, patch_size=4, in_channels=3, num_classes=3, embed_dim=16, depth=3, num_heads=2)
+    model = randomize_(VisionTransformer(config), std=0.5).eval()
+    images = torch.rand(3, 3, 12, 12)
+    with torch.no_grad():
+        logits, attn = model(images, return_attention=True)
+    return model, images, logits, attn
+
+
+def drawn(image) -> torch.Tensor:
+    """The array an AxesImage shows."""
+    return torch.from_numpy(np.asarray(image.get_array(), dtype=np.float32))
+
+
+def test_attention_explorer_shows_the_class_token_row_of_the_chosen_layer_and_head(vit):
+    model, images, logits, attn = vit
+    explorer = AttentionExplorer(model, images)
+    assert explorer.layer.value == 3 and explorer.head.value == -1 and explorer.query.value == "class token"
+    expected = attn[2, 0].mean(dim=0)[0, 1:].reshape(3, 3)  # last layer, heads averaged, class token's row
+    torch.testing.assert_close(explorer.map, expected)
+    torch.testing.assert_close(drawn(explorer.overlay), expected)
+    for h, image in enumerate(explorer.head_images):  # the small multiples: every head, same query
+        torch.testing.assert_close(drawn(image), attn[2, 0, h, 0, 1:].reshape(3, 3))
+
+    explorer.image.value = 2
+    explorer.layer.value = 1
+    explorer.head.value = 1
+    torch.testing.assert_close(drawn(explorer.overlay), attn[0, 2, 1, 0, 1:].reshape(3, 3))
+    assert explorer.ax.get_title() == "class token: layer 1, head 2"
+    assert explorer.head_axes[1].spines["left"].get_edgecolor()[:3] != explorer.head_axes[0].spines["left"].get_edgecolor()[:3]
+    torch.testing.assert_close(drawn(explorer.picture), images[2].permute(1, 2, 0))
+    assert f"predicted <b>{int(logits[2].argmax())}</b>" in explorer.summary.value
+
+
+def test_attention_explorer_shows_a_chosen_patch_query_and_outlines_it(vit):
+    model, images, _, attn = vit
+    explorer = AttentionExplorer(model, images)
+    assert explorer.row.disabled and not explorer.box.get_visible()
+    explorer.query.value = "patch"
+    explorer.row.value, explorer.col.value = 2, 1  # token 1 + 2 * 3 + 1 = 8
+    assert explorer.query_index == 8 and not explorer.row.disabled
+    torch.testing.assert_close(explorer.map, attn[2, 0].mean(dim=0)[8, 1:].reshape(3, 3))
+    assert explorer.box.get_visible() and explorer.box.get_xy() == (1 * 4 - 0.5, 2 * 4 - 0.5)
+    top = int(explorer.map.argmax())
+    assert f"top patch ({top // 3}, {top % 3}) holds <b>{explorer.map.max():.0%}</b>" in explorer.summary.value
+    assert f"the class token {1 - explorer.map.sum():.0%}" in explorer.summary.value
+
+
+def test_attention_explorer_rollout_equals_a_hand_computation(vit):
+    model, images, _, attn = vit
+    explorer = AttentionExplorer(model, images)
+    explorer.mode.value = "rollout"
+    explorer.layer.value = 2
+    assert explorer.head.disabled  # rollout averages the heads
+    rollout = torch.eye(10)
+    for layer in range(2):  # written out: heads averaged, identity added, rows renormalised, later layers on the left
+        mixed = attn[layer, 0].mean(dim=0) + torch.eye(10)
+        rollout = (mixed / mixed.sum(dim=-1, keepdim=True)) @ rollout
+    torch.testing.assert_close(explorer.map, rollout[0, 1:].reshape(3, 3))
+    assert explorer.ax.get_title() == "class token: rollout through layer 2"
+    explorer.query.value = "patch"
+    explorer.row.value, explorer.col.value = 0, 2
+    torch.testing.assert_close(drawn(explorer.overlay), rollout[3, 1:].reshape(3, 3))
+
+
+def test_attention_explorer_runs_the_model_once_per_image_in_eval_mode(vit):
+    model, images, _, attn = vit
+    model.train()  # dropout would change the weights: the explorer evaluates, then restores the mode
+    model.config = ViTConfig(**{**model.config.__dict__})  # same config, to show nothing else changes
+    calls = []
+    model.register_forward_hook(lambda module, args, output: calls.append(args[0].shape))
+    explorer = AttentionExplorer(model, images)
+    for index in [1, 0, 1, 2, 0]:
+        explorer.image.value = index
+    explorer.layer.value = 1
+    assert calls == [(1, 3, 12, 12)] * 3  # each image once, however often it is shown
+    assert model.training
+    torch.testing.assert_close(explorer.attention(1)[0], attn[:, 1])
+
+
+def test_attention_explorer_reports_the_share_on_marked_patches(vit):
+    model, images, _, attn = vit
+    regions = torch.zeros(3, 3, 3, dtype=torch.bool)
+    regions[:, 0, :] = True  # the top row of patches
+    labels = torch.tensor([0, 1, 2])
+    explorer = AttentionExplorer(model, images, labels, ["cat", "dog", "eel"], regions)
+    cls_row = attn[2, 0].mean(dim=0)[0, 1:]
+    share = cls_row[:3].sum() / cls_row.sum()
+    assert f"on the marked patches <b>{share:.0%}</b> (uniform: 33%)" in explorer.summary.value
+    assert "(true: cat)" in explorer.summary.value
+
+
+def test_attention_explorer_refuses_images_of_the_wrong_size(vit):
+    model, images, _, _ = vit
+    with pytest.raises(ValueError, match=r"expected images \(B, 3, 12, 12\), got \(3, 3, 16, 16\)"):
+        AttentionExplorer(model, torch.rand(3, 3, 16, 16))
+    with pytest.raises(ValueError, match=r"expected images \(B, 3, 12, 12\), got \(3, 12, 12\)"):
+        AttentionExplorer(model, images[0])
+    with pytest.raises(ValueError, match=r"regions \(B, rows, cols\) = \(3, 3, 3\)"):
+        AttentionExplorer(model, images, regions=torch.ones(3, 4, 4, dtype=torch.bool))
+
+
+def test_attention_explorer_without_a_class_token_offers_patch_queries_only():
+    torch.manual_seed(0)
+    config = ViTConfig(image_size=8, patch_size=4, num_classes=2, embed_dim=8, depth=1, num_heads=2, pool="mean")
+    model = VisionTransformer(config).eval()
+    images = torch.rand(1, 3, 8, 8)
+    explorer = AttentionExplorer(model, images)
+    assert list(explorer.query.options) == ["patch"]
+    with torch.no_grad():
+        _, attn = model(images, return_attention=True)  # (1, 1, 2, 4, 4): no class token
+    row, col = explorer.row.value, explorer.col.value
+    torch.testing.assert_close(explorer.map, attn[0, 0].mean(dim=0)[row * 2 + col].reshape(2, 2))
+
+
+@pytest.fixture
+def tables():
+    """Position tables on a 3 x 4 grid (with a class-token entry) and three training snapshots."""
+    torch.manual_seed(0)
+    learned = torch.randn(1, 13, 16)
+    snapshots = {"steps": [0, 10, 20], "tables": [torch.randn(1, 13, 16) for _ in range(3)]}
+    return {"learned": learned, "sin-cos": sincos_pos_embed_2d((3, 4), 16, cls_token=True)}, snapshots
+
+
+def test_position_explorer_draws_the_chosen_position_against_all(tables):
+    named, _ = tables
+    explorer = PositionSimilarityExplorer(named, (3, 4))
+    similarity = pos_embed_similarity(named["learned"])  # (12, 12)
+    explorer.row.value, explorer.col.value = 2, 3
+    torch.testing.assert_close(explorer.map, similarity[11].reshape(3, 4))
+    torch.testing.assert_close(drawn(explorer.map_image), similarity[11].reshape(3, 4))
+    assert explorer.marker.get_data()[0][0] == 3 and explorer.marker.get_data()[1][0] == 2
+    assert explorer.map[2, 3] == pytest.approx(1.0)  # itself
+    near, far = neighbour_similarity(similarity, (3, 4))
+    assert f"grid neighbours <b>{near:.2f}</b>, far apart <b>{far:.2f}</b>" in explorer.summary.value
+
+    explorer.table.value = "sin-cos"
+    sincos = pos_embed_similarity(named["sin-cos"])
+    torch.testing.assert_close(explorer.similarity, sincos)
+    others = sincos[11].clone()
+    others[11] = -math.inf
+    best = int(others.argmax())
+    assert f"is most similar to ({best // 4}, {best % 4}): {others[best]:.2f}" in explorer.summary.value
+
+
+def test_position_explorer_mosaic_puts_every_map_on_its_grid_place(tables):
+    named, _ = tables
+    explorer = PositionSimilarityExplorer(named, (3, 4))
+    mosaic = drawn(explorer.mosaic_image)
+    assert mosaic.shape == (3 * 4 - 1, 4 * 5 - 1)  # 3 x 4 tiles of 3 x 4, one blank line between
+    similarity = pos_embed_similarity(named["learned"])
+    for r in range(3):
+        for c in range(4):
+            tile = mosaic[r * 4 : r * 4 + 3, c * 5 : c * 5 + 4]
+            torch.testing.assert_close(tile, similarity[r * 4 + c].reshape(3, 4))
+    assert torch.isnan(mosaic[3]).all() and torch.isnan(mosaic[:, 4]).all()  # the gaps
+    explorer.row.value, explorer.col.value = 1, 2
+    assert explorer.tile_box.get_xy() == (2 * 5 - 0.5, 1 * 4 - 0.5)
+
+
+def test_position_explorer_steps_through_training_snapshots(tables):
+    named, snapshots = tables
+    explorer = PositionSimilarityExplorer(named, (3, 4), snapshots=snapshots)
+    assert explorer.step.disabled
+    explorer.table.value = PositionSimilarityExplorer.DURING_TRAINING
+    assert not explorer.step.disabled and explorer.step.value == 20
+    torch.testing.assert_close(explorer.similarity, pos_embed_similarity(snapshots["tables"][2]))
+    explorer.step.value = 10
+    torch.testing.assert_close(explorer.similarity, pos_embed_similarity(snapshots["tables"][1]))
+    assert "step 10" in explorer.fig._suptitle.get_text()
+
+
+def test_position_explorer_refuses_a_table_of_another_grid(tables):
+    named, snapshots = tables
+    with pytest.raises(ValueError, match=r"table 'learned': expected 1 \+ 4 x 4 = 17 entries, got shape \(1, 13, 16\)"):
+        PositionSimilarityExplorer(named, 4)
+    bad = {"steps": [0], "tables": [torch.randn(1, 10, 16)]}
+    with pytest.raises(ValueError, match="table 0: expected 1 \\+ 3 x 4 = 13 entries"):
+        PositionSimilarityExplorer(named, (3, 4), snapshots=bad)

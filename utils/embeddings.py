@@ -90,6 +90,36 @@ def pos_embed_similarity(pos_embed: torch.Tensor, num_prefix_tokens: int = 1) ->
     return unit @ unit.T  # (N, N)
 
 
+def grid_distance(rows: int, cols: int) -> torch.Tensor:
+    """(N, N) Euclidean distance, in patches, between every two positions of a row-major grid."""
+    row = torch.arange(rows).repeat_interleave(cols).float()  # (N,)
+    col = torch.arange(cols).repeat(rows).float()  # (N,)
+    return ((row[:, None] - row[None]) ** 2 + (col[:, None] - col[None]) ** 2).sqrt()  # (N, N)
+
+
+def neighbour_similarity(similarity: torch.Tensor, grid_size: int | tuple[int, int]) -> tuple[float, float]:
+    """Mean similarity of grid neighbours and of far positions: one number for "has 2-D structure".
+
+    Args:
+        similarity: (N, N) cosine similarities of N = rows * cols positions (row-major).
+        grid_size: patches per side (or (rows, cols)).
+    Returns:
+        (near, far): the mean over pairs 1 patch apart (up, down, left, right), and over pairs at
+        least half the longer grid side apart; rounded to 3 decimals, for printing.
+    """
+    rows, cols = to_2tuple(grid_size)
+    if similarity.shape != (rows * cols, rows * cols):
+        raise ValueError(
+            f"expected an (N, N) similarity matrix with N = {rows} x {cols} = {rows * cols}, "
+            f"got {tuple(similarity.shape)}"
+        )
+    distance = grid_distance(rows, cols)
+    similarity = similarity.detach().cpu().float()
+    near = similarity[distance == 1].mean().item()
+    far = similarity[distance >= max(rows, cols) / 2].mean().item()
+    return round(near, 3) + 0.0, round(far, 3) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
 def resize_pos_embed(
     pos_embed: torch.Tensor,
     old_grid: int | tuple[int, int],

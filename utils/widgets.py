@@ -7,9 +7,13 @@ leaving it as a cell's last expression, or with `display(widget)`.
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 from IPython.display import display
 
+from utils.embeddings import neighbour_similarity, pos_embed_similarity
+from utils.inspection import attention_rollout, attention_share
+from utils.patches import to_2tuple
 from utils.viz.core import DPI, to_numpy_image
 
 
@@ -101,4 +105,286 @@ class SoftmaxTemperature(widgets.VBox):
         entropy = -(weights * weights.clamp_min(1e-12).log()).sum().item()
         self.ax.set_title(f"softmax({self.scale.value:.2f} x scores)")
         self.summary.value = f"largest weight <b>{weights.max():.2f}</b>, entropy {entropy:.2f} nats"
+        show_in(self.output, self.fig)
+
+
+def _patch_outline(ax: plt.Axes, patch_size: int, color: str = "cyan") -> plt.Rectangle:
+    """A hidden square outline of one patch on `ax`, moved with `set_xy`."""
+    box = plt.Rectangle((-0.5, -0.5), patch_size, patch_size, fill=False, edgecolor=color, linewidth=2)
+    box.set_visible(False)
+    ax.add_patch(box)
+    return box
+
+
+class AttentionExplorer(widgets.VBox):
+    """Where a ViT looks (lesson 7): one query token's attention over the image, as a heat map on
+    the picture, with the same query's map in every head of the layer beside it.
+
+    Controls (attributes): `image`, `layer` (1 = first block), `head` (-1 = mean of the heads),
+    `mode` ("attention": that layer's weights; "rollout": attention rollout through layers
+    1 .. layer, heads averaged), `query` ("class token" or "patch") and `row` / `col` (the query
+    patch). The drawn map is `self.map` (rows, cols): the query's weights on the patches.
+
+    Args:
+        model: a `VisionTransformer`; run once per image shown, in eval mode, without gradients.
+        images: (B, C, H, W) in [0, 1], the size the model expects.
+        labels: optional (B,) true class indices, and `classes` their names.
+        regions: optional (B, rows, cols) bool patches of interest (e.g. the objects); the
+            summary then reports the share of the map that falls on them.
+    """
+
+    def __init__(
+        self,
+        model,
+        images: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        classes: list[str] | None = None,
+        regions: torch.Tensor | None = None,
+        size: float = 3.2,
+    ):
+        config = model.config
+        rows, cols = model.patch_embed.grid_size
+        expected = (config.in_channels, *model.patch_embed.image_size)
+        if images.ndim != 4 or tuple(images.shape[1:]) != expected:
+            raise ValueError(f"expected images (B, {', '.join(map(str, expected))}), got {tuple(images.shape)}")
+        if regions is not None and tuple(regions.shape) != (len(images), rows, cols):
+            raise ValueError(f"expected regions (B, rows, cols) = ({len(images)}, {rows}, {cols}), got {tuple(regions.shape)}")
+        self.model, self.images, self.labels, self.classes, self.regions = model, images, labels, classes, regions
+        self.grid_size, self.patch_size = (rows, cols), model.patch_embed.patch_size
+        self.prefix = model.num_prefix_tokens
+        self._cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+        heads = config.num_heads
+        queries = ["class token", "patch"] if self.prefix else ["patch"]
+        self.image = widgets.IntSlider(value=0, min=0, max=len(images) - 1, description="image")
+        self.mode = widgets.ToggleButtons(options=["attention", "rollout"], description="show")
+        self.layer = widgets.IntSlider(value=config.depth, min=1, max=config.depth, description="layer")
+        self.head = widgets.Dropdown(options=[("mean", -1)] + [(str(h + 1), h) for h in range(heads)], description="head")
+        self.query = widgets.ToggleButtons(options=queries, description="query")
+        self.row = widgets.IntSlider(value=rows // 2, min=0, max=rows - 1, description="query row")
+        self.col = widgets.IntSlider(value=cols // 2, min=0, max=cols - 1, description="query col")
+        self.summary = widgets.HTML()
+        self.output = widgets.Output()
+
+        # the picture with the map on top (left), the heads of the layer (right)
+        head_cols = -(-heads // 2)  # two rows of heads
+        self.fig = plt.figure(figsize=(size * (1 + head_cols / 2), size), dpi=DPI)
+        grid = self.fig.add_gridspec(2, 2 + head_cols)
+        self.ax = self.fig.add_subplot(grid[:, :2])
+        H, W = expected[1:]
+        extent = (-0.5, W - 0.5, H - 0.5, -0.5)  # the map's cells cover the image's patches
+        self.picture = self.ax.imshow(to_numpy_image(images[0]), cmap="gray")
+        self.overlay = self.ax.imshow(torch.zeros(rows, cols), cmap="inferno", alpha=0.6, extent=extent, interpolation="nearest")
+        self.box = _patch_outline(self.ax, self.patch_size)
+        self.ax.set_axis_off()
+        self.head_axes = [self.fig.add_subplot(grid[h // head_cols, 2 + h % head_cols]) for h in range(heads)]
+        self.head_images = [ax.imshow(torch.zeros(rows, cols), cmap="inferno", interpolation="nearest") for ax in self.head_axes]
+        for h, ax in enumerate(self.head_axes):
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_title(f"head {h + 1}", fontsize=8)
+        self.heads_title = self.fig.text(0.5 + 0.5 / (1 + head_cols / 2), 0.97, "", ha="center", va="top", fontsize=9)
+        self.fig.tight_layout(rect=(0, 0, 1, 0.93))
+        plt.close(self.fig)
+
+        for control in (self.image, self.mode, self.layer, self.head, self.query, self.row, self.col):
+            control.observe(lambda change: self.redraw(), names="value")
+        controls = widgets.HBox([widgets.VBox([self.image, self.mode, self.layer, self.head]),
+                                 widgets.VBox([self.query, self.row, self.col])])  # fmt: skip
+        super().__init__([controls, self.summary, self.output])
+        self.redraw()
+
+    def attention(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(attn (depth, heads, T, T), logits (num_classes,)) for image `index`, computed once."""
+        if index not in self._cache:
+            was_training = self.model.training
+            self.model.eval()
+            with torch.no_grad():
+                logits, attn = self.model(self.images[index : index + 1], return_attention=True)
+            self.model.train(was_training)
+            self._cache[index] = attn[:, 0].float().cpu(), logits[0].float().cpu()
+        return self._cache[index]
+
+    @property
+    def query_index(self) -> int:
+        """The query's token index: 0 for the class token, prefix + row * cols + col for a patch."""
+        if self.query.value == "class token":
+            return 0
+        return self.prefix + self.row.value * self.grid_size[1] + self.col.value
+
+    def weights(self) -> torch.Tensor:
+        """(T, T): the matrix the map is a row of, for the current controls."""
+        attn, _ = self.attention(self.image.value)
+        if self.mode.value == "rollout":
+            return attention_rollout(attn[: self.layer.value, None])[0]  # through layers 1 .. layer
+        layer = attn[self.layer.value - 1]  # (heads, T, T)
+        return layer.mean(dim=0) if self.head.value < 0 else layer[self.head.value]
+
+    def redraw(self) -> None:
+        """Recompute the map for the current controls and redraw the picture and the heads."""
+        rows, cols = self.grid_size
+        index, q = self.image.value, self.query_index
+        attn, logits = self.attention(index)
+        self.head.disabled = self.mode.value == "rollout"  # rollout averages the heads
+        self.row.disabled = self.col.disabled = self.query.value != "patch"
+        self.map = self.weights()[q, self.prefix :].reshape(rows, cols)  # (rows, cols)
+        self.picture.set_data(to_numpy_image(self.images[index]))
+        self.overlay.set_data(self.map.numpy())
+        self.overlay.set_clim(0, max(self.map.max().item(), 1e-9))
+        heads = attn[self.layer.value - 1, :, q, self.prefix :].reshape(-1, rows, cols)  # (heads, rows, cols)
+        top = max(heads.max().item(), 1e-9)  # one colour scale for all heads: compare them
+        for h, (ax, image) in enumerate(zip(self.head_axes, self.head_images)):
+            image.set_data(heads[h].numpy())
+            image.set_clim(0, top)
+            chosen = self.mode.value == "attention" and self.head.value == h
+            for spine in ax.spines.values():
+                spine.set_edgecolor("cyan" if chosen else "black")
+                spine.set_linewidth(3 if chosen else 0.8)
+        self.box.set_visible(self.query.value == "patch")
+        P = self.patch_size
+        self.box.set_xy((self.col.value * P - 0.5, self.row.value * P - 0.5))
+        what = f"rollout through layer {self.layer.value}" if self.mode.value == "rollout" else (
+            f"layer {self.layer.value}, " + ("mean of the heads" if self.head.value < 0 else f"head {self.head.value + 1}"))  # fmt: skip
+        who = "class token" if self.query.value == "class token" else f"patch ({self.row.value}, {self.col.value})"
+        self.ax.set_title(f"{who}: {what}", fontsize=9)
+        self.heads_title.set_text(f"the heads of layer {self.layer.value}, same query")
+        self.summary.value = self._describe(index, logits)
+        show_in(self.output, self.fig)
+
+    def _describe(self, index: int, logits: torch.Tensor) -> str:
+        """One line of numbers for what is drawn: the top patch, the share on the regions, the prediction."""
+        rows, cols = self.grid_size
+        share = self.map.sum().item()  # the rest goes to the class token
+        top = int(self.map.argmax())
+        parts = [f"top patch ({top // cols}, {top % cols}) holds <b>{self.map.max():.0%}</b> of the weight"]
+        if self.prefix:
+            parts.append(f"the class token {1 - share:.0%}")
+        if self.regions is not None:
+            region = self.regions[index]
+            on = attention_share(self.map[None], region[None]).item()
+            parts.append(f"on the marked patches <b>{on:.0%}</b> (uniform: {region.float().mean():.0%})")
+        prediction = int(logits.argmax())
+        name = (lambda i: self.classes[i]) if self.classes else str
+        predicted = f"predicted <b>{name(prediction)}</b>"
+        if self.labels is not None:
+            predicted += f" (true: {name(int(self.labels[index]))})"
+        return "; ".join(parts) + "<br>" + predicted
+
+
+def _similarity_mosaic(similarity: torch.Tensor, rows: int, cols: int) -> np.ndarray:
+    """Lay every position's similarity map on its grid place, maps 1 cell apart (NaN between).
+
+    Args:
+        similarity: (N, N), N = rows * cols.
+    Returns:
+        (rows * (rows + 1) - 1, cols * (cols + 1) - 1) array; tile (r, c) is row r * cols + c.
+    """
+    maps = similarity.reshape(rows, cols, rows, cols).float().numpy()  # (r, c, r', c')
+    mosaic = np.full((rows, rows + 1, cols, cols + 1), np.nan, dtype=np.float32)
+    mosaic[:, :rows, :, :cols] = maps.transpose(0, 2, 1, 3)  # (r, r', c, c')
+    return mosaic.reshape(rows * (rows + 1), cols * (cols + 1))[:-1, :-1]
+
+
+class PositionSimilarityExplorer(widgets.VBox):
+    """What each position embedding is close to (lesson 7; ViT paper, Fig. 7 centre): on the
+    left every position's cosine-similarity map on its place in the grid, on the right the
+    chosen position's map, large.
+
+    Controls (attributes): `table` (which position table), `step` (the training step, for the
+    snapshots), `row` / `col` (the chosen position). `self.similarity` (N, N) and `self.map`
+    (rows, cols) are what is drawn.
+
+    Args:
+        tables: {name: (1, prefix + N, D) position table}, e.g. trained, at initialisation, sin-cos.
+        grid_size: patches per side (or (rows, cols)), N = rows * cols.
+        snapshots: optional {"steps": [...], "tables": [(1, prefix + N, D), ...]} taken during
+            training (a shipped checkpoint's `pos_embed_snapshots`): adds the table
+            "learned, during training" and the step slider.
+    """
+
+    DURING_TRAINING = "learned, during training"
+
+    def __init__(
+        self,
+        tables: dict[str, torch.Tensor],
+        grid_size: int | tuple[int, int],
+        num_prefix_tokens: int = 1,
+        snapshots: dict | None = None,
+        size: float = 3.5,
+    ):
+        rows, cols = to_2tuple(grid_size)
+        self.grid_size, self.prefix = (rows, cols), num_prefix_tokens
+        self.tables = {name: table.detach().float().cpu() for name, table in tables.items()}
+        steps = []
+        if snapshots is not None:
+            steps = list(snapshots["steps"])
+            self.snapshots = dict(zip(steps, (t.detach().float().cpu() for t in snapshots["tables"])))
+            self.tables[self.DURING_TRAINING] = None
+        if not self.tables:
+            raise ValueError("expected at least one position table")
+        for name, table in [*tables.items(), *(snapshots and zip(steps, snapshots["tables"]) or [])]:
+            if table.shape[-2] != num_prefix_tokens + rows * cols:
+                raise ValueError(
+                    f"table {name!r}: expected {num_prefix_tokens} + {rows} x {cols} = "
+                    f"{num_prefix_tokens + rows * cols} entries, got shape {tuple(table.shape)}"
+                )
+        self.table = widgets.Dropdown(options=list(self.tables), description="table")
+        self.step = widgets.SelectionSlider(options=steps or [0], value=(steps or [0])[-1], description="step")
+        self.row = widgets.IntSlider(value=rows // 2, min=0, max=rows - 1, description="row")
+        self.col = widgets.IntSlider(value=cols // 2, min=0, max=cols - 1, description="col")
+        self.summary = widgets.HTML()
+        self.output = widgets.Output()
+
+        self.fig, (self.mosaic_ax, self.map_ax) = plt.subplots(1, 2, figsize=(2 * size, size), dpi=DPI)
+        cmap = plt.get_cmap("viridis").with_extremes(bad="white")  # NaN gaps between the tiles
+        blank = _similarity_mosaic(torch.zeros(rows * cols, rows * cols), rows, cols)
+        self.mosaic_image = self.mosaic_ax.imshow(blank, cmap=cmap, interpolation="nearest")
+        self.map_image = self.map_ax.imshow(torch.zeros(rows, cols), cmap=cmap, interpolation="nearest")
+        self.tile_box = plt.Rectangle((0, 0), cols, rows, fill=False, edgecolor="red", linewidth=1.5)
+        self.mosaic_ax.add_patch(self.tile_box)
+        (self.marker,) = self.map_ax.plot([0], [0], "o", color="red", markersize=6)
+        self.mosaic_ax.set_title("every position's map, on its place", fontsize=9)
+        for ax in (self.mosaic_ax, self.map_ax):
+            ax.set_xticks([])
+            ax.set_yticks([])
+        self.fig.colorbar(self.map_image, ax=self.map_ax, fraction=0.046, pad=0.04, label="cosine similarity")
+        plt.close(self.fig)
+
+        for control in (self.table, self.step, self.row, self.col):
+            control.observe(lambda change: self.redraw(), names="value")
+        controls = widgets.HBox([widgets.VBox([self.table, self.step]), widgets.VBox([self.row, self.col])])
+        super().__init__([controls, self.summary, self.output])
+        self.redraw()
+
+    def current_table(self) -> torch.Tensor:
+        """(1, prefix + N, D): the chosen table (at the chosen step, for the snapshots)."""
+        if self.table.value == self.DURING_TRAINING:
+            return self.snapshots[self.step.value]
+        return self.tables[self.table.value]
+
+    def redraw(self) -> None:
+        """Recompute the similarities for the chosen table and redraw both panels."""
+        rows, cols = self.grid_size
+        r, c = self.row.value, self.col.value
+        self.step.disabled = self.table.value != self.DURING_TRAINING
+        self.similarity = pos_embed_similarity(self.current_table(), self.prefix)  # (N, N)
+        self.map = self.similarity[r * cols + c].reshape(rows, cols)  # (rows, cols)
+        low = min(self.similarity.min().item(), 0.0)
+        self.mosaic_image.set_data(_similarity_mosaic(self.similarity, rows, cols))
+        self.map_image.set_data(self.map.numpy())
+        for image in (self.mosaic_image, self.map_image):
+            image.set_clim(low, 1.0)
+        self.tile_box.set_xy((c * (cols + 1) - 0.5, r * (rows + 1) - 0.5))
+        self.marker.set_data([c], [r])
+        self.map_ax.set_title(f"position ({r}, {c}) vs all", fontsize=9)
+        name = self.table.value + (f", step {self.step.value}" if self.table.value == self.DURING_TRAINING else "")
+        self.fig.suptitle(name, fontsize=10)
+        near, far = neighbour_similarity(self.similarity, (rows, cols))
+        others = self.map.flatten().clone()
+        others[r * cols + c] = -float("inf")  # not itself
+        best = int(others.argmax())
+        self.summary.value = (
+            f"grid neighbours <b>{near:.2f}</b>, far apart <b>{far:.2f}</b>; position ({r}, {c}) is most "
+            f"similar to ({best // cols}, {best % cols}): {others[best]:.2f}"
+        )
         show_in(self.output, self.fig)
