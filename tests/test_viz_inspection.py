@@ -1,0 +1,171 @@
+"""Lesson 7's plots draw the attention maps, distances and filter components they are given,
+write the shares the inspection maths computes, and refuse the wrong input."""
+
+import numpy as np
+import pytest
+import torch
+
+from utils import ViTConfig, VisionTransformer
+from utils.inspection import (
+    attention_rollout,
+    attention_share,
+    cls_attention_map,
+    mean_attention_distance,
+    patch_embedding_components,
+)
+from utils.viz.inspection import (
+    normalise_component,
+    show_attention_distance,
+    show_attention_maps,
+    show_filter_components,
+)
+
+
+def drawn(ax):
+    """The arrays of the images drawn on `ax`, bottom first."""
+    return [np.asarray(image.get_array()) for image in ax.images]
+
+
+def outline_segments(ax):
+    """The outline segments drawn on `ax`, as a set of ((x0, y0), (x1, y1)) in pixels."""
+    return {tuple(map(tuple, np.round(s, 6))) for c in ax.collections for s in c.get_segments()}
+
+
+def test_attention_maps_on_digits_overlay_each_map_on_its_image():
+    generator = torch.Generator().manual_seed(0)
+    images = torch.rand(3, 1, 8, 8, generator=generator)  # digits: 1 channel, 8 px, 2 px patches
+    maps = {
+        "last layer": torch.rand(3, 4, 4, generator=generator),
+        "rollout": torch.rand(3, 4, 4, generator=generator),
+    }
+    fig = show_attention_maps(images, maps, titles=["0", "1", "2"])
+    axes = np.array(fig.axes).reshape(3, 3)  # rows: image, last layer, rollout; one column per image
+    assert [ax.get_title() for ax in axes[0]] == ["0", "1", "2"]
+    assert [ax.get_title() for ax in axes[:, 1]] == ["1", "last layer", "rollout"]
+    for b in range(3):
+        assert np.allclose(drawn(axes[0, b])[0], images[b, 0].numpy())  # the image alone, grey
+        for row, values in enumerate(maps.values(), start=1):
+            image, overlay = axes[row, b].images
+            assert np.allclose(np.asarray(image.get_array()), images[b, 0].numpy())  # the image underneath
+            assert np.allclose(np.asarray(overlay.get_array()), values[b].numpy())  # the map on top
+            assert overlay.get_extent() == image.get_extent() == [0, 8, 8, 0]  # stretched over the image
+            assert overlay.get_interpolation() == "nearest"
+            assert overlay.get_alpha() == pytest.approx(0.6)
+            assert overlay.norm.vmin == 0 and overlay.norm.vmax == pytest.approx(values[b].max().item())
+    assert not any(ax.collections for ax in fig.axes)  # no regions, no outlines
+
+
+def test_attention_maps_outline_the_regions_and_title_their_share():
+    generator = torch.Generator().manual_seed(1)
+    images = torch.rand(2, 3, 32, 32, generator=generator)  # RGB, 32 px, 8 px patches
+    maps = torch.rand(2, 4, 4, generator=generator)
+    regions = torch.zeros(2, 4, 4, dtype=torch.bool)
+    regions[0, 1:3, 1:3] = True  # a 2 x 2 block in the middle: a 16 x 16 px square
+    regions[1, 0, 0] = regions[1, 3, 3] = True  # two single patches in opposite corners
+    fig = show_attention_maps(images, maps, regions=regions)
+    axes = np.array(fig.axes).reshape(2, 2)
+    assert [ax.get_title() for ax in axes[0]] == ["image 0", "image 1"]
+    shares = attention_share(maps, regions)
+    for b, uniform in enumerate(["25%", "12%"]):
+        assert axes[1, b].get_title() == f"attention\n{shares[b].item():.0%} inside (uniform {uniform})"
+        assert np.allclose(np.asarray(axes[1, b].images[0].get_array()), images[b].permute(1, 2, 0).numpy())
+        assert np.allclose(np.asarray(axes[1, b].images[1].get_array()), maps[b].numpy())
+    square = outline_segments(axes[1, 0])  # the 16 x 16 px square from (8, 8) to (24, 24)
+    assert len(square) == 8  # four sides, two patch edges each; no edges between inner patches
+    points = np.array([point for segment in square for point in segment])
+    on_border = np.isin(points, [8, 24]).any(axis=1) & ((points >= 8) & (points <= 24)).all(axis=1)
+    assert on_border.all()
+    assert sum(np.hypot(*np.subtract(*segment)) for segment in square) == pytest.approx(4 * 16)
+    assert len(outline_segments(axes[0, 1])) == 8  # two lone patches, four edges each, on the image too
+    assert axes[1, 1].get_xlim() == (0, 32) and axes[1, 1].get_ylim() == (32, 0)  # outline changes no limits
+
+
+def test_attention_maps_of_a_real_model():
+    model = VisionTransformer(ViTConfig.tiny(image_size=8, patch_size=2, in_channels=1, depth=2)).eval()
+    images = torch.rand(2, 1, 8, 8)
+    with torch.no_grad():
+        _, attn = model(images, return_attention=True)  # (depth, B, heads, 17, 17)
+    last = cls_attention_map(attn[-1].mean(1), 4)  # (B, 4, 4)
+    rollout = cls_attention_map(attention_rollout(attn), 4)
+    regions = last > last.mean(dim=(1, 2), keepdim=True)
+    fig = show_attention_maps(images, {"last layer": last, "rollout": rollout}, regions=regions)
+    shares = attention_share(rollout, regions)
+    titles = [ax.get_title() for ax in fig.axes[4:]]  # the rollout row
+    assert [t.split("\n")[1].split(" inside")[0] for t in titles] == [f"{s:.0%}" for s in shares.tolist()]
+
+
+def test_attention_maps_check_their_input():
+    images, maps = torch.rand(2, 3, 32, 32), torch.rand(2, 4, 4)
+    with pytest.raises(ValueError, match=r"expected images \(B, C, H, W\), got \(3, 32, 32\)"):
+        show_attention_maps(images[0], maps)
+    with pytest.raises(ValueError, match=r"expected maps \(B, rows, cols\) with B = 2 for 'attention', got \(16,\)"):
+        show_attention_maps(images, maps.reshape(2, 16)[0])
+    with pytest.raises(ValueError, match=r"with B = 2 for 'rollout', got \(3, 4, 4\)"):
+        show_attention_maps(images, {"last": maps, "rollout": torch.rand(3, 4, 4)})
+    with pytest.raises(ValueError, match=r"expected regions \(B, rows, cols\) = \(2, 4, 4\)"):
+        show_attention_maps(images, maps, regions=torch.ones(2, 2, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match="expected 2 titles"):
+        show_attention_maps(images, maps, titles=["one"])
+
+
+def test_attention_distance_draws_one_dot_per_head_and_the_mean():
+    distances = torch.tensor([[1.0, 2.0, 3.0], [4.0, 6.0, 8.0]])  # (depth 2, heads 3)
+    ax = show_attention_distance(distances, patch_size=4, uniform=5.5).axes[0]
+    dots = ax.collections[0].get_offsets()
+    assert np.allclose(dots, [[1, 1], [1, 2], [1, 3], [2, 4], [2, 6], [2, 8]])  # x: layer 1-based, y: distance
+    mean, uniform, one_patch = ax.lines
+    assert list(mean.get_xdata()) == [1, 2] and list(mean.get_ydata()) == pytest.approx([2.0, 6.0])
+    assert list(uniform.get_ydata()) == [5.5, 5.5] and uniform.get_linestyle() == "--"
+    assert list(one_patch.get_ydata()) == [4, 4]
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert labels == [
+        "one head (3 per layer)", "mean over heads", "uniform attention (5.5 px)", "one patch away (4 px)",
+    ]  # fmt: skip
+    assert [tick for tick in ax.get_xticks()] == [1, 2]
+    assert ax.get_ylim()[0] == 0
+
+
+def test_attention_distance_of_a_real_model_and_shape_errors():
+    model = VisionTransformer(ViTConfig.tiny(depth=3)).eval()
+    with torch.no_grad():
+        _, attn = model(torch.rand(2, 3, 32, 32), return_attention=True)
+    distances = mean_attention_distance(attn, 8, 4)  # (3, 4)
+    ax = show_attention_distance(distances).axes[0]
+    assert len(ax.lines) == 1  # no reference lines unless asked for
+    assert np.allclose(ax.collections[0].get_offsets()[:, 1], distances.reshape(-1).numpy())
+    with pytest.raises(ValueError, match=r"expected distances \(depth, heads\), got \(3, 2, 4\)"):
+        show_attention_distance(torch.rand(3, 2, 4))
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_filter_components_draw_each_component_stretched_to_0_1(channels):
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(32, channels, 4, 4, generator=generator)
+    components, share = patch_embedding_components(weight, count=10)
+    fig = show_filter_components(components, share, columns=4)
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(fig.axes) == 12 and len(panels) == 10  # 3 rows of 4, the last two left empty
+    for k, ax in enumerate(panels):
+        picture = np.asarray(ax.images[0].get_array())
+        component = components[k]
+        expected = (component - component.min()) / (component.max() - component.min())
+        expected = expected[0] if channels == 1 else expected.permute(1, 2, 0)
+        assert picture.shape == ((4, 4) if channels == 1 else (4, 4, 3))
+        assert np.allclose(picture, expected.numpy(), atol=1e-6)
+        assert picture.min() == pytest.approx(0) and picture.max() == pytest.approx(1)
+        value = share[k].item()
+        assert ax.get_title() == (f"{value:.0%}" if value >= 0.095 else f"{value:.1%}")
+
+
+def test_filter_components_titles_and_shape_errors():
+    components = torch.stack([torch.ones(1, 2, 2), torch.arange(4.0).reshape(1, 2, 2)])
+    fig = show_filter_components(components, torch.tensor([0.12, 0.034]))
+    assert [ax.get_title() for ax in fig.axes] == ["12%", "3.4%"]
+    assert np.allclose(np.asarray(fig.axes[0].images[0].get_array()), 0.5)  # a flat component is mid grey
+    assert torch.equal(normalise_component(components[1]), torch.tensor([[[0.0, 1 / 3], [2 / 3, 1.0]]]))
+    with pytest.raises(ValueError, match=r"expected components \(count, C, P, P\) with C = 1 or 3, got \(2, 2, 2\)"):
+        show_filter_components(components[:, 0], torch.rand(2))
+    with pytest.raises(ValueError, match=r"C = 1 or 3, got \(2, 2, 2, 2\)"):
+        show_filter_components(torch.rand(2, 2, 2, 2), torch.rand(2))
+    with pytest.raises(ValueError, match=r"one share per component \(2,\), got \(3,\)"):
+        show_filter_components(components, torch.rand(3))

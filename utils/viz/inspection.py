@@ -1,0 +1,198 @@
+"""Lesson 7's pictures of a trained ViT: where the class token looks (overlaid on the images), how
+far each head looks per layer (ViT paper, Fig. 7 right), and the principal components of the
+patch-embedding filters (Fig. 7 left)."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.collections import LineCollection
+
+from utils.inspection import attention_share
+from utils.viz.core import DPI, to_numpy_image
+
+
+def _region_outline(region: np.ndarray, patch_height: float, patch_width: float) -> list[list[tuple[float, float]]]:
+    """The edges between patches inside `region` (rows, cols) and patches outside it (or the
+    border), as line segments in pixel coordinates: the outline of the region."""
+    rows, cols = region.shape
+    inside = np.pad(region, 1)  # False all around, so the border counts as outside
+    segments = []
+    for r in range(rows):
+        for c in range(cols):
+            if not inside[r + 1, c + 1]:
+                continue
+            top, bottom = r * patch_height, (r + 1) * patch_height
+            left, right = c * patch_width, (c + 1) * patch_width
+            if not inside[r, c + 1]:
+                segments.append([(left, top), (right, top)])
+            if not inside[r + 2, c + 1]:
+                segments.append([(left, bottom), (right, bottom)])
+            if not inside[r + 1, c]:
+                segments.append([(left, top), (left, bottom)])
+            if not inside[r + 1, c + 2]:
+                segments.append([(right, top), (right, bottom)])
+    return segments
+
+
+def show_attention_maps(
+    images: torch.Tensor,
+    maps: torch.Tensor | dict[str, torch.Tensor],
+    titles: list[str] | None = None,
+    regions: torch.Tensor | None = None,
+    size: float = 2.4,
+) -> plt.Figure:
+    """Attention over the patch grid laid over each image: one column per image, the image on
+    top, then one panel per map (nearest-neighbour upsampled: each patch one flat colour).
+
+    Each map is coloured from 0 to its own largest weight. With `regions`, the region's patches
+    are outlined in cyan and each map's title gives the share of the map inside the region
+    (`attention_share`) next to the share uniform attention would put there.
+
+    Args:
+        images: (B, C, H, W) in [0, 1]; C = 1 (drawn grey) or 3.
+        maps: (B, rows, cols) non-negative attention over the patches, or {name: (B, rows, cols)}
+            (e.g. {"last layer": ..., "rollout": ...}), one row of panels per name.
+        titles: B titles for the images (e.g. their labels).
+        regions: (B, rows, cols) bool, e.g. `patch_coverage` of the objects' masks.
+    """
+    if images.ndim != 4:
+        raise ValueError(f"expected images (B, C, H, W), got {tuple(images.shape)}")
+    B, C, H, W = images.shape
+    named = {"attention": maps} if isinstance(maps, torch.Tensor) else dict(maps)
+    if not named:
+        raise ValueError("expected at least one map (B, rows, cols), got an empty dict")
+    for name, values in named.items():
+        if values.ndim != 3 or values.shape[0] != B:
+            raise ValueError(f"expected maps (B, rows, cols) with B = {B} for {name!r}, got {tuple(values.shape)}")
+    if titles is not None and len(titles) != B:
+        raise ValueError(f"expected {B} titles, one per image, got {len(titles)}")
+    if regions is not None:
+        for name, values in named.items():
+            if tuple(regions.shape) != tuple(values.shape):
+                raise ValueError(
+                    f"expected regions (B, rows, cols) = {tuple(values.shape)} like the maps {name!r}, "
+                    f"got {tuple(regions.shape)}"
+                )
+        regions = regions.detach().cpu().bool()
+    extent = (0, W, H, 0)  # (left, right, bottom, top): every grid covers the whole image
+    fig, axes = plt.subplots(
+        1 + len(named), B, figsize=(size * B, size * (1 + len(named)) * 1.12), dpi=DPI, squeeze=False
+    )
+    for b in range(B):
+        picture = to_numpy_image(images[b])  # (H, W) or (H, W, 3)
+        panels = [(axes[0, b], None, None)] + [
+            (axes[1 + i, b], name, values) for i, (name, values) in enumerate(named.items())
+        ]
+        for ax, name, values in panels:
+            ax.imshow(picture, cmap="gray_r" if C == 1 else None, vmin=0, vmax=1, extent=extent)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if name is None:
+                ax.set_title(titles[b] if titles is not None else f"image {b}", fontsize=9)
+            else:
+                grid = values[b].detach().cpu().float()  # (rows, cols)
+                ax.imshow(
+                    grid.numpy(),
+                    cmap="inferno",
+                    alpha=0.6,
+                    vmin=0,
+                    vmax=max(float(grid.max()), 1e-9),
+                    extent=extent,
+                    interpolation="nearest",
+                )
+                title = name
+                if regions is not None:
+                    share = attention_share(grid[None], regions[b][None]).item()
+                    uniform = regions[b].float().mean().item()
+                    title = f"{name}\n{share:.0%} inside (uniform {uniform:.0%})"
+                ax.set_title(title, fontsize=9)
+            if regions is not None:
+                rows, cols = regions.shape[1:]
+                outline = _region_outline(regions[b].numpy(), H / rows, W / cols)
+                ax.add_collection(LineCollection(outline, colors="cyan", linewidths=1.5))
+            ax.set_xlim(0, W)
+            ax.set_ylim(H, 0)
+    fig.tight_layout()
+    return fig
+
+
+def show_attention_distance(
+    distances: torch.Tensor, patch_size: int | None = None, uniform: float | None = None, size: float = 5.0
+) -> plt.Figure:
+    """How far each head looks, layer by layer (ViT paper, Fig. 7 right): one dot per head, and
+    a line through the mean over the heads.
+
+    Args:
+        distances: (depth, heads) mean attention distance in pixels, from `mean_attention_distance`.
+        patch_size: if given, a dotted line at P pixels: a head that looks only at the
+            neighbouring patches.
+        uniform: if given, a dashed line at the distance uniform attention would give.
+    """
+    if distances.ndim != 2:
+        raise ValueError(f"expected distances (depth, heads), got {tuple(distances.shape)}")
+    values = distances.detach().cpu().double().numpy()  # (depth, heads)
+    depth, heads = values.shape
+    layers = np.arange(1, depth + 1)  # layer 1 is the first block
+    fig, ax = plt.subplots(figsize=(size, size * 0.75), dpi=DPI)
+    ax.scatter(np.repeat(layers, heads), values.reshape(-1), s=25, alpha=0.7, label=f"one head ({heads} per layer)")
+    ax.plot(layers, values.mean(axis=1), "-", color="black", linewidth=1.5, label="mean over heads")
+    if uniform is not None:
+        ax.axhline(uniform, linestyle="--", color="gray", label=f"uniform attention ({uniform:.1f} px)")
+    if patch_size is not None:
+        ax.axhline(patch_size, linestyle=":", color="gray", label=f"one patch away ({patch_size} px)")
+    ax.set_xticks(layers)
+    ax.set_xlim(0.5, depth + 0.5)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("layer (network depth)")
+    ax.set_ylabel("mean attention distance (pixels)")
+    ax.set_title("how far each head looks")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _percent(x: float) -> str:
+    """A share as a percentage: "12%", or "3.4%" below 10% where whole percents say too little."""
+    return f"{x:.0%}" if x >= 0.095 else f"{x:.1%}"
+
+
+def normalise_component(component: torch.Tensor) -> torch.Tensor:
+    """(C, P, P) -> the same, stretched to [0, 1] for display (a constant becomes 0.5 grey)."""
+    low, high = component.min(), component.max()
+    if high - low < 1e-12:
+        return torch.full_like(component, 0.5)
+    return (component - low) / (high - low)
+
+
+def show_filter_components(
+    components: torch.Tensor, share: torch.Tensor, columns: int = 8, size: float = 1.4
+) -> plt.Figure:
+    """The principal components of the patch-embedding filters as small pictures (ViT paper,
+    Fig. 7 left), each titled with the share of the filters' variance it explains.
+
+    Each component is stretched to [0, 1] on its own (its sign is arbitrary, so are its colours).
+
+    Args:
+        components: (count, C, P, P) from `patch_embedding_components`; C = 1 (grey) or 3 (RGB).
+        share: (count,) share of the variance of each component.
+        columns: pictures per row.
+    """
+    if components.ndim != 4 or components.shape[1] not in (1, 3):
+        raise ValueError(f"expected components (count, C, P, P) with C = 1 or 3, got {tuple(components.shape)}")
+    count = components.shape[0]
+    if tuple(share.shape) != (count,):
+        raise ValueError(f"expected one share per component ({count},), got {tuple(share.shape)}")
+    components = components.detach().cpu().float()
+    columns = min(columns, count)
+    rows = -(-count // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(size * columns, size * rows + 0.4), dpi=DPI, squeeze=False)
+    for index, ax in enumerate(axes.flat):
+        ax.set_axis_off()
+        if index < count:
+            picture = to_numpy_image(normalise_component(components[index]))  # (P, P) or (P, P, 3)
+            ax.imshow(picture, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+            ax.set_title(_percent(share[index].item()), fontsize=9)
+    fig.suptitle("principal components of the patch-embedding filters", fontsize=10)
+    fig.tight_layout()
+    return fig
