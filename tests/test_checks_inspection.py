@@ -1,13 +1,14 @@
-"""Lesson 7's checker passes the reference, accepts equivalent answers and names each typical mistake."""
+"""Lesson 7's checkers pass the reference, accept equivalent answers and name each typical mistake."""
 
 import functools
+import math
 
 import pytest
 import torch
 
 from utils.checks.core import CheckFailed
-from utils.checks.inspection import check_attention_rollout
-from utils.inspection import attention_rollout
+from utils.checks.inspection import check_attention_rollout, check_mean_attention_distance
+from utils.inspection import attention_rollout, mean_attention_distance
 
 
 def per_layer(attn, heads=lambda a: a.mean(dim=2), residual=True, rows=True):
@@ -99,3 +100,154 @@ def test_check_attention_rollout_lets_the_blank_exercise_raise():
 
     with pytest.raises(NotImplementedError):
         check_attention_rollout(blank)
+
+
+# ---- the mean attention distance ----------------------------------------------------------
+
+
+def looped_distance(attn, grid_size, patch_size):
+    """A correct mean distance written differently: positions by divmod at patch centres, each
+    (query, key) pair in a loop, the renormalisation applied to the per-query sum."""
+    depth, B, heads, T, _ = attn.shape
+    weights = attn.double()
+    total = torch.zeros(depth, heads, dtype=torch.float64)
+    for q in range(1, T):
+        qr, qc = divmod(q - 1, grid_size)
+        row_sum = weights[:, :, :, q, 1:].sum(dim=-1)  # (depth, B, heads)
+        weighted = torch.zeros(depth, B, heads, dtype=torch.float64)
+        for k in range(1, T):
+            kr, kc = divmod(k - 1, grid_size)
+            pixels = math.hypot((qr + 0.5 - kr - 0.5) * patch_size, (qc + 0.5 - kc - 0.5) * patch_size)
+            weighted += weights[:, :, :, q, k] * pixels
+        total += (weighted / row_sum).mean(dim=1)
+    return (total / (T - 1)).float()
+
+
+def einsum_distance(attn, grid_size, patch_size):
+    """A correct mean distance with torch.cdist on (x, y) pixel positions and one einsum."""
+    y, x = torch.meshgrid(torch.arange(grid_size), torch.arange(grid_size), indexing="ij")
+    positions = torch.stack([x.flatten(), y.flatten()], dim=-1).float() * patch_size  # (N, 2)
+    patches = attn[..., 1:, 1:]
+    patches = patches / patches.sum(dim=-1, keepdim=True)
+    B, N = attn.shape[1], patches.shape[-1]
+    return torch.einsum("lbhqk,qk->lh", patches, torch.cdist(positions, positions)) / (B * N)
+
+
+def by_hand(attn, grid_size, patch_size, metric="euclidean", scale=True, renormalise=True, keep_cls=False,
+            first=0, reduce=lambda weighted: weighted.sum(dim=-1).mean(dim=(1, 3))):
+    """The mean distance written out by hand, with switches for the mistakes; `reduce` turns the
+    (depth, B, heads, queries, keys) products weight * distance into the answer."""
+    N = grid_size * grid_size
+    i = torch.arange(first, first + N)  # the patches' numbers (first=1: wrongly, their token indices)
+    step = patch_size if scale else 1  # pixels per patch (scale=False: wrongly, distances in patches)
+    rows, cols = (i // grid_size).float() * step, (i % grid_size).float() * step
+    dr, dc = rows[:, None] - rows[None], cols[:, None] - cols[None]  # (N, N)
+    distance = {
+        "euclidean": (dr**2 + dc**2).sqrt(),
+        "squared": dr**2 + dc**2,
+        "manhattan": dr.abs() + dc.abs(),
+        "flat": (i[:, None] - i[None]).abs().float() * step,
+        "corner": (rows**2 + cols**2).sqrt(),  # (N,), each key's distance from patch (0, 0)
+    }[metric]
+    if keep_cls:  # the class token kept as a query and a key, at distance 0 from everything
+        weights, distance = attn, torch.nn.functional.pad(distance, (1, 0, 1, 0))
+    else:
+        weights = attn[..., 1:, 1:]
+        if renormalise:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+    return reduce(weights * distance)
+
+
+def test_check_mean_attention_distance_passes_the_reference_and_equivalents(capsys):
+    check_mean_attention_distance(mean_attention_distance)
+    assert "✓ mean_attention_distance matches the reference on 5 cases: exact" in capsys.readouterr().out
+    check_mean_attention_distance(looped_distance)
+    check_mean_attention_distance(einsum_distance)
+    check_mean_attention_distance(by_hand)
+    out = capsys.readouterr().out
+    assert out.count("✓ mean_attention_distance matches the reference on 5 cases: ") == 3
+    assert "approximate (max difference" in out  # the loop in float64 differs in the last digits
+
+
+def wrong_distance_cases():
+    def cls_query(attn, grid_size, patch_size):
+        """The class token's column dropped, its row kept as a query at distance 0 from every patch."""
+        weights = attn[..., :, 1:]
+        weights = weights / weights.sum(dim=-1, keepdim=True)  # (depth, B, heads, T, N)
+        i = torch.arange(grid_size * grid_size)
+        xy = torch.stack([i // grid_size, i % grid_size], dim=-1).float() * patch_size  # (N, 2)
+        distance = torch.cat([torch.zeros(1, len(i)), torch.cdist(xy, xy)])  # (T, N)
+        return (weights * distance).sum(dim=-1).mean(dim=(1, 3))
+
+    def columns(attn, grid_size, patch_size):
+        weights = attn[..., 1:, 1:]
+        weights = weights / weights.sum(dim=-2, keepdim=True)
+        i = torch.arange(grid_size * grid_size)
+        xy = torch.stack([i // grid_size, i % grid_size], dim=-1).float() * patch_size
+        return (weights * torch.cdist(xy, xy)).sum(dim=-1).mean(dim=(1, 3))
+
+    return [
+        (lambda a, g, p: by_hand(a, g, p, scale=False), "in patches, not pixels"),
+        (lambda a, g, p: by_hand(a, g, p, renormalise=False), "the weights are not renormalised"),
+        (cls_query, "class token is counted as a query"),
+        (lambda a, g, p: by_hand(a, g, p, keep_cls=True), "class token is not left out"),
+        (lambda a, g, p: by_hand(a, g, p, metric="squared"), "distances are squared"),
+        (lambda a, g, p: by_hand(a, g, p, metric="manhattan"), "Manhattan distance"),
+        (lambda a, g, p: by_hand(a, g, p, metric="flat"), "along the flattened sequence"),
+        (lambda a, g, p: by_hand(a, g, p, first=1), "off by one"),
+        (lambda a, g, p: by_hand(a, g, p, metric="corner"), "from the top-left corner"),
+        (columns, "renormalised the columns"),
+        (lambda a, g, p: by_hand(a, g, p, reduce=lambda w: w.mean(dim=-1).mean(dim=(1, 3))),
+         r"averaged weight \* distance over the keys"),
+        (lambda a, g, p: by_hand(a, g, p, reduce=lambda w: w.sum(dim=-1).sum(dim=3).mean(dim=1)),
+         "summed over the queries"),
+        (lambda a, g, p: by_hand(a, g, p, reduce=lambda w: w.sum(dim=-1).sum(dim=1).mean(dim=2)),
+         "summed over the images"),
+        (lambda a, g, p: mean_attention_distance(a, g, p) * 1.01, "max difference .* go through the steps"),
+    ]
+
+
+@pytest.mark.parametrize("wrong, words", wrong_distance_cases())
+def test_check_mean_attention_distance_names_the_mistake(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_mean_attention_distance(wrong)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda a, g, p: by_hand(a, g, p, reduce=lambda w: w.sum(dim=-1).mean(dim=(1, 2, 3))),
+         r"expected \(depth, heads\) = \(2, 4\), got \(2,\) .* heads are averaged away"),
+        (lambda a, g, p: by_hand(a, g, p, reduce=lambda w: w.sum(dim=-1).mean(dim=3)),
+         r"got \(2, 3, 4\) .* one distance per image; average over the images too"),
+        (lambda a, g, p: by_hand(a, g, p, reduce=lambda w: w.sum(dim=-1).mean(dim=1)),
+         r"got \(2, 4, 9\) .* one distance per query"),
+        (lambda a, g, p: by_hand(a, g, p, reduce=lambda w: w.sum(dim=-1)),
+         r"got \(2, 3, 4, 9\) .* one distance per query"),
+        (lambda a, g, p: mean_attention_distance(a, g, p).T, r"got \(4, 2\) .* depth and heads are swapped"),
+        (lambda a, g, p: by_hand(a, g, p, keep_cls=True, reduce=lambda w: w.sum(dim=-1).mean(dim=1)),
+         r"got \(2, 4, 10\) .* one value per token"),
+        (lambda a, g, p: mean_attention_distance(a, g, p).mean(), r"got \(\) .* one number for the whole model"),
+        (lambda a, g, p: mean_attention_distance(a, g, p)[0],
+         r"expected \(depth, heads\) = \(2, 4\), got \(4,\) for attn of shape \(2, 3, 4, 10, 10\), "
+         r"grid_size = 3, patch_size = 4$"),
+    ],
+)
+def test_check_mean_attention_distance_names_a_wrong_shape(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_mean_attention_distance(wrong)
+
+
+def test_check_mean_attention_distance_turns_errors_into_failures():
+    with pytest.raises(CheckFailed, match="your function raised RuntimeError"):
+        check_mean_attention_distance(lambda a, g, p: a.view(3, 7))
+    with pytest.raises(CheckFailed, match="expected a torch.Tensor"):
+        check_mean_attention_distance(lambda a, g, p: mean_attention_distance(a, g, p).tolist())
+
+
+def test_check_mean_attention_distance_lets_the_blank_exercise_raise():
+    def blank(attn, grid_size, patch_size):
+        raise NotImplementedError("write mean_attention_distance")
+
+    with pytest.raises(NotImplementedError):
+        check_mean_attention_distance(blank)

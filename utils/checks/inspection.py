@@ -1,13 +1,17 @@
-"""Lesson 7's exercise checker: attention rollout through all the layers of a ViT."""
+"""Lesson 7's exercise checkers: attention rollout through all the layers of a ViT, and how far
+each head looks (the mean attention distance in pixels)."""
 
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
 from utils.checks.core import CheckFailed, call_learner, describe_match, name_known_mistake, summarize
-from utils.inspection import attention_rollout
+from utils.inspection import attention_rollout, mean_attention_distance
 
 ATOL = 1e-5  # float32 products written another way (einsum, a reduce) differ by ~1e-7
+
+# ---- attention rollout --------------------------------------------------------------------
 
 ROLLOUT_CASES = [  # (depth, B, heads, T): depth, B and heads differ, so a wrong shape says which axis
     (1, 2, 3, 6),  # one layer: the heads, the identity and the renormalisation show
@@ -87,3 +91,107 @@ def check_attention_rollout(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
                 "renormalise the rows, multiply the layers with later ones on the left"
             ) from None
     print(f"✓ attention_rollout matches the reference on {len(verdicts)} cases: {summarize(verdicts)}")
+
+
+# ---- the mean attention distance ----------------------------------------------------------
+
+DISTANCE_ATOL = 1e-4  # distances reach ~100 px; float32 sums written another way differ by ~1e-5
+
+DISTANCE_CASES = [  # (depth, B, heads, grid side, patch_size): depth, B and heads differ in the first
+    (2, 3, 4, 3, 4),  # case, so a wrong shape says which axis; N = side**2 never equals patch_size
+    (1, 2, 3, 2, 16),  # or B, so dividing by the one or the other shows
+    (3, 1, 2, 4, 2),
+    (2, 2, 3, 5, 16),
+    (1, 3, 2, 5, 4),
+]
+
+
+def _weighted_distance(weights: torch.Tensor, distance: torch.Tensor) -> torch.Tensor:
+    """Each query's attention-weighted distance, averaged over images and queries:
+    (depth, B, heads, Q, K) with (Q, K) or (K,) distances -> (depth, heads)."""
+    return (weights * distance).sum(dim=-1).mean(dim=(1, 3))
+
+
+def _distance_variants(attn: torch.Tensor, side: int, patch_size: int) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible mean distances, each keyed by the sentence that explains it."""
+    B, N = attn.shape[1], side * side
+    index = torch.arange(N)
+    cell = torch.stack([index // side, index % side], dim=-1).to(attn.dtype)  # (N, 2): row, column in patches
+    offset = cell[:, None] - cell[None]  # (N, N, 2) in patches
+    apart = offset.norm(dim=-1)  # (N, N) Euclidean, in patches
+    pixels = apart * patch_size  # (N, N), the right distances
+    patches = attn[..., 1:, 1:]  # (depth, B, heads, N, N), the class token's row and column dropped
+    weights = patches / patches.sum(dim=-1, keepdim=True)  # the right weights
+    right = _weighted_distance(weights, pixels)  # (depth, heads)
+    token = torch.arange(1, N + 1)  # the patches' token indices
+    shifted = torch.stack([token // side, token % side], dim=-1).to(attn.dtype)  # (N, 2), off by one
+    return {
+        "your distances are in patches, not pixels: patch (r, c) sits at (r * patch_size, "
+        "c * patch_size) pixels, so multiply the positions by patch_size": _weighted_distance(weights, apart),
+        "the weights are not renormalised: once the class token's column is dropped, a row sums to "
+        "less than 1; divide each row by its sum over the patches (dim=-1, keepdim=True)":
+            _weighted_distance(patches, pixels),
+        "the class token is counted as a query: drop its row as well as its column "
+        "(attn[..., 1:, 1:]) and average over the N patch queries only": right * N / (N + 1),
+        "the class token is not left out: it has no place on the grid, so drop its row and column "
+        "(attn[..., 1:, 1:]), renormalise the rows and average over the N patch queries":
+            _weighted_distance(attn, F.pad(pixels, (1, 0, 1, 0))),
+        "your distances are squared: take the square root, sqrt(dr**2 + dc**2) (or torch.cdist)":
+            _weighted_distance(weights, pixels**2),
+        "you used the Manhattan distance |dr| + |dc|; use the straight-line (Euclidean) distance "
+        "sqrt(dr**2 + dc**2)": _weighted_distance(weights, offset.abs().sum(dim=-1) * patch_size),
+        "you measured distances along the flattened sequence, |i - j|; on the grid patch i sits at "
+        "row i // side, column i % side":
+            _weighted_distance(weights, (index[:, None] - index[None]).abs() * patch_size),
+        "the positions are off by one: patch i is token i + 1, but its place on the grid is "
+        "row i // side, column i % side (count the patches from 0)":
+            _weighted_distance(weights, torch.cdist(shifted, shifted) * patch_size),
+        "you measured each key's distance from the top-left corner; measure it from the query's "
+        "own patch": _weighted_distance(weights, cell.norm(dim=-1) * patch_size),
+        "you renormalised the columns: each query's row must sum to 1, .sum(dim=-1, keepdim=True)":
+            _weighted_distance(patches / patches.sum(dim=-2, keepdim=True), pixels),
+        "you averaged weight * distance over the keys; the weights already sum to 1, so sum over "
+        "the keys (dim=-1) and average over the queries": right / N,
+        "you summed over the queries; average them (.mean)": right * N,
+        "you summed over the images; average them (.mean(dim=1))": right * B,
+    }  # fmt: skip
+
+
+def check_mean_attention_distance(fn: Callable[[torch.Tensor, int, int], torch.Tensor]) -> None:
+    """Check a learner's mean_attention_distance(attn, grid_size, patch_size):
+    (depth, B, heads, T, T) with T = 1 + grid_size**2 -> (depth, heads) distances in pixels."""
+    generator = torch.Generator().manual_seed(0)
+    verdicts = []
+    for depth, B, heads, side, patch_size in DISTANCE_CASES:
+        T = 1 + side * side
+        scores = 2 * torch.randn(depth, B, heads, T, T, generator=generator)  # peaked rows, like a trained ViT
+        attn = scores.softmax(dim=-1)  # (depth, B, heads, T, T), each row sums to 1
+        expected = mean_attention_distance(attn, side, patch_size)  # (depth, heads)
+        got = call_learner(fn, attn.clone(), side, patch_size)
+        where = f"for attn of shape {(depth, B, heads, T, T)}, grid_size = {side}, patch_size = {patch_size}"
+        if got.shape != expected.shape:
+            shape = tuple(got.shape)
+            hint = ""
+            if shape == (depth,):
+                hint = ": the heads are averaged away; keep one distance per head, average only over images and queries"
+            elif shape == (depth, B, heads):
+                hint = ": you kept one distance per image; average over the images too (dim=1)"
+            elif shape == (depth, heads, T - 1) or shape == (depth, B, heads, T - 1):
+                hint = ": you kept one distance per query; average over the queries too"
+            elif shape == (heads, depth):
+                hint = ": depth and heads are swapped; return (depth, heads)"
+            elif shape == (depth, heads, T) or shape == (depth, B, heads, T):
+                hint = ": one value per token; drop the class token and average over the patch queries"
+            elif shape == ():
+                hint = ": one number for the whole model; keep one distance per layer and head"
+            raise CheckFailed(f"expected (depth, heads) = {tuple(expected.shape)}, got {shape} {where}{hint}")
+        try:
+            verdicts.append(describe_match(got, expected, atol=DISTANCE_ATOL))
+        except CheckFailed as failure:
+            name_known_mistake(got, _distance_variants(attn, side, patch_size), where, atol=DISTANCE_ATOL)
+            raise CheckFailed(
+                f"{failure} {where}; go through the steps: drop the class token's row and column, "
+                "renormalise each row over the patches, weight each key's distance in pixels from the "
+                "query, sum over the keys, average over the queries and the images"
+            ) from None
+    print(f"✓ mean_attention_distance matches the reference on {len(verdicts)} cases: {summarize(verdicts)}")
