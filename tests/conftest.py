@@ -41,6 +41,9 @@ def lab_url(tmp_path_factory):
     settings = home / "settings" / "@jupyterlab" / "docmanager-extension"
     settings.mkdir(parents=True)
     (settings / "plugin.jupyterlab-settings").write_text('{"autosave": false}')  # tests never write notebooks
+    news = home / "settings" / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)
+    (news / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')  # no pop-up over the screenshots
     args = (
         f"--no-browser --ServerApp.ip=127.0.0.1 --IdentityProvider.token={TOKEN} "
         f"--LabApp.user_settings_dir={home / 'settings'} --LabApp.workspaces_dir={home}"
@@ -49,6 +52,7 @@ def lab_url(tmp_path_factory):
     server = subprocess.Popen(
         ["make", "--no-print-directory", "lab", f"PORT={port}", f"LAB_ARGS={args}"],
         cwd=ROOT,
+        env={**os.environ, "VIT_QUICK": "1"},  # lesson 6 trains for a few epochs, not minutes
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group, so make and jupyter stop together

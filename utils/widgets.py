@@ -174,11 +174,11 @@ class AttentionExplorer(widgets.VBox):
         H, W = expected[1:]
         extent = (-0.5, W - 0.5, H - 0.5, -0.5)  # the map's cells cover the image's patches
         self.picture = self.ax.imshow(to_numpy_image(images[0]), cmap="gray")
-        self.overlay = self.ax.imshow(torch.zeros(rows, cols), cmap="inferno", alpha=0.6, extent=extent, interpolation="nearest")
+        self.overlay = self.ax.imshow(np.zeros((rows, cols)), cmap="inferno", alpha=0.6, extent=extent, interpolation="nearest")
         self.box = _patch_outline(self.ax, self.patch_size)
         self.ax.set_axis_off()
         self.head_axes = [self.fig.add_subplot(grid[h // head_cols, 2 + h % head_cols]) for h in range(heads)]
-        self.head_images = [ax.imshow(torch.zeros(rows, cols), cmap="inferno", interpolation="nearest") for ax in self.head_axes]
+        self.head_images = [ax.imshow(np.zeros((rows, cols)), cmap="inferno", interpolation="nearest") for ax in self.head_axes]
         for h, ax in enumerate(self.head_axes):
             ax.set_xticks([])
             ax.set_yticks([])
@@ -339,7 +339,7 @@ class PositionSimilarityExplorer(widgets.VBox):
         cmap = plt.get_cmap("viridis").with_extremes(bad="white")  # NaN gaps between the tiles
         blank = _similarity_mosaic(torch.zeros(rows * cols, rows * cols), rows, cols)
         self.mosaic_image = self.mosaic_ax.imshow(blank, cmap=cmap, interpolation="nearest")
-        self.map_image = self.map_ax.imshow(torch.zeros(rows, cols), cmap=cmap, interpolation="nearest")
+        self.map_image = self.map_ax.imshow(np.zeros((rows, cols)), cmap=cmap, interpolation="nearest")
         self.tile_box = plt.Rectangle((0, 0), cols, rows, fill=False, edgecolor="red", linewidth=1.5)
         self.mosaic_ax.add_patch(self.tile_box)
         (self.marker,) = self.map_ax.plot([0], [0], "o", color="red", markersize=6)
