@@ -11,7 +11,7 @@ LAB_ARGS ?=
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: lab test test-lib test-notebook run-notebooks checkpoints bench clean
+.PHONY: lab test test-lib test-notebook run-notebooks checkpoints exercises budget check-binder bench clean
 
 ## make lab: set up .venv and open JupyterLab on lesson 1
 lab: $(VENV)/.runtime
@@ -31,14 +31,29 @@ test-lib: $(VENV)/.dev
 test-notebook: $(VENV)/.dev
 	VIT_QUICK=1 $(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB)
 
-## make run-notebooks: Restart & Run All every notebook in place, with the full training budgets
-## (about 15 minutes on 2 cores; commit the outputs afterwards)
+## make run-notebooks: Restart & Run All every notebook in place, with the full training budgets,
+## and update the README's time and memory table (about 10 minutes on 2 cores; commit the outputs)
+## NB=notebooks/06_training.ipynb runs one
 run-notebooks: $(VENV)/.dev
-	env -u VIT_QUICK -u CI $(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=900 $(NOTEBOOKS)
+	$(BIN)/python tools/notebook_budget.py --write --readme $(or $(NB),$(NOTEBOOKS))
 
 ## make checkpoints: retrain the tiny ViTs shipped in utils/checkpoints (reproducible on a CPU)
 checkpoints: $(VENV)/.runtime
 	$(BIN)/python -m utils.trained
+
+## make exercises: learner copies of every lesson in exercises/, solutions blanked (for workshops)
+exercises: $(VENV)/.runtime
+	$(BIN)/python tools/exercises.py exercises
+
+## make budget: each lesson's wall time and kernel peak memory, full budgets, into the README,
+## without touching the notebooks (fails if a kernel passes Binder's 1 GB; about 10 minutes)
+budget: $(VENV)/.dev
+	$(BIN)/python tools/notebook_budget.py --readme
+
+## make check-binder: build a scratch venv from binder/ (torch from PyPI's CPU wheel instead of the
+## +cpu index, which this check may not reach), run postBuild in it, then lesson 1 under nbval
+check-binder:
+	bash tools/check_binder.sh
 
 ## make bench: time the attention paths and the tiny ViT's training (the README's Performance table)
 bench: $(VENV)/.runtime
@@ -49,8 +64,10 @@ $(BIN)/python:
 	  { echo "ViT from Scratch needs Python 3.11 (3.10+); found $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.runtime: requirements.txt pyproject.toml | $(BIN)/python
+$(VENV)/.runtime: requirements.txt pyproject.toml binder/overrides.json | $(BIN)/python
 	$(BIN)/python -m pip install -r requirements.txt -e .
+	@mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp binder/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
 
 $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime

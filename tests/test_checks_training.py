@@ -56,6 +56,14 @@ def no_step(model, optimizer, images, labels):
     return loss.item()
 
 
+def zero_grad_after_backward(model, optimizer, images, labels):
+    loss = F.cross_entropy(model(images), labels)
+    loss.backward()
+    optimizer.zero_grad()  # wipes what backward just computed
+    optimizer.step()
+    return loss.item()
+
+
 def returns_tensor_of_batch(model, optimizer, images, labels):
     optimizer.zero_grad()
     loss = F.cross_entropy(model(images), labels, reduction="none")
@@ -66,7 +74,12 @@ def returns_tensor_of_batch(model, optimizer, images, labels):
 
 @pytest.mark.parametrize(
     "wrong, words",
-    [(no_zero_grad, "zero_grad"), (no_step, r"optimizer\.step"), (returns_tensor_of_batch, "one number")],
+    [
+        (no_zero_grad, "zero_grad"),
+        (no_step, r"optimizer\.step"),
+        (zero_grad_after_backward, r"between backward\(\) and step\(\)\? It wipes the gradients"),
+        (returns_tensor_of_batch, "one number"),
+    ],
 )
 def test_check_train_step_names_the_mistake(wrong, words):
     with pytest.raises(CheckFailed, match=words):

@@ -157,7 +157,8 @@ def make_relational(
             window = (slice(top, top + object_size), slice(left, left + object_size))
             images[i][window][mask] = colours[colour]
             masks[i][window] |= mask
-    images = torch.from_numpy(np.clip(images, 0.0, 1.0)).permute(0, 3, 1, 2).contiguous()  # (N, 3, H, W)
+    np.clip(images, 0.0, 1.0, out=images)  # in place: Binder's memory is tight
+    images = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()  # (N, 3, H, W)
     dataset = ImageDataset(images, torch.from_numpy(labels).long(), RELATIONAL_TASKS[task])
     dataset.object_masks = torch.from_numpy(masks)
     return dataset

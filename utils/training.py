@@ -66,7 +66,7 @@ def random_shift(images: torch.Tensor, max_shift: int, generator: torch.Generato
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, dataset: TensorDataset, batch_size: int = 512) -> tuple[float, float]:
+def evaluate(model: nn.Module, dataset: TensorDataset, batch_size: int = 128) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of `model` on `dataset` (eval mode, no gradients)."""
     was_training = model.training
     model.eval()
@@ -84,7 +84,7 @@ def evaluate(model: nn.Module, dataset: TensorDataset, batch_size: int = 512) ->
 
 
 @torch.no_grad()
-def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
+def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 128) -> torch.Tensor:
     """Predicted class of every image: (N, C, H, W) -> (N,)."""
     was_training = model.training
     model.eval()

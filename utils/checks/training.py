@@ -72,7 +72,10 @@ def check_train_step(fn: Callable[[nn.Module, torch.optim.Optimizer, torch.Tenso
         if not isinstance(loss, float):
             raise CheckFailed(f"return the loss as a float (loss.item()), got {type(loss).__name__}")
         if step == 0 and all(torch.equal(p, s) for p, s in zip(model.parameters(), start)):
-            raise CheckFailed("the parameters did not change: did you forget optimizer.step()?")
+            raise CheckFailed(
+                "the parameters did not change: did you forget optimizer.step()? (Or is optimizer.zero_grad() "
+                "between backward() and step()? It wipes the gradients before the update.)"
+            )
         if not math.isclose(loss, expected_loss, rel_tol=1e-5, abs_tol=1e-6):
             hint = " (gradients from earlier steps were added in: optimizer.zero_grad() before backward)" if step else ""
             raise CheckFailed(f"step {step + 1}: loss {loss:.5f}, expected {expected_loss:.5f}{hint}")

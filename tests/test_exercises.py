@@ -1,0 +1,144 @@
+"""Workshop copies (`make exercises`): every blank fails, a wrong answer fails its checker, and
+the solution passes, run in a real kernel where each exercise sits in its lesson."""
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+from tools.exercises import BLANK, is_exercise, learner_copy, replace_solutions, source, write_exercises
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+CELL = '''def area(width, height):
+    # HINT: multiply the "two" sides
+    # BEGIN SOLUTION
+    return width * height
+    # END SOLUTION
+
+
+check_area(area)'''
+
+
+def test_a_solution_becomes_a_raise_that_carries_the_hint():
+    blank = replace_solutions(CELL, BLANK)
+    assert blank == (
+        "def area(width, height):\n"
+        '    raise NotImplementedError("Hint: multiply the \\"two\\" sides")  # replace this line with your code\n'
+        "\n\ncheck_area(area)"
+    )
+    namespace = {"check_area": lambda fn: fn(2, 3)}
+    with pytest.raises(NotImplementedError, match='Hint: multiply the "two" sides'):
+        exec(blank, namespace)  # the learner's first run: the hint, as an error
+
+
+def test_a_learner_copy_keeps_everything_but_the_solutions():
+    notebook = {
+        "cells": [
+            {"cell_type": "markdown", "source": "# Lesson", "metadata": {}},
+            {"cell_type": "code", "source": "x = 1", "outputs": [{"output_type": "stream", "text": "1"}],
+             "execution_count": 1, "metadata": {}},
+            {"cell_type": "code", "source": CELL, "outputs": [{"output_type": "stream", "text": "✓"}],
+             "execution_count": 2, "metadata": {}},
+        ]
+    }  # fmt: skip
+    copy = learner_copy(notebook)
+    assert copy["cells"][:2] == notebook["cells"][:2]
+    assert copy["cells"][2]["outputs"] == [] and copy["cells"][2]["execution_count"] is None
+    assert "width * height" not in copy["cells"][2]["source"] and "check_area(area)" in copy["cells"][2]["source"]
+    assert notebook["cells"][2]["source"] == CELL  # the original is untouched
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        (CELL.replace("    # HINT: multiply the \"two\" sides\n", ""), "without a '# HINT: ...' line"),
+        (CELL.replace("    # END SOLUTION\n", ""), "unmatched"),
+        (CELL + "\n    # END SOLUTION", "unmatched"),
+    ],
+)
+def test_malformed_exercises_are_refused(text, problem):
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        replace_solutions(text, BLANK)
+
+
+def test_make_exercises_writes_a_copy_of_every_lesson(tmp_path):
+    written = write_exercises(tmp_path)
+    assert [path.name for path in written] == [path.name for path in NOTEBOOKS]
+    for path in written:
+        text = path.read_text()
+        assert "# BEGIN SOLUTION" not in text and "# HINT:" not in text
+        nbformat.validate(nbformat.reads(text, as_version=4))  # JupyterLab opens it
+
+
+def first_parameter(text: str) -> str:
+    return re.search(r"^def \w+\((\w+)", text, flags=re.MULTILINE)[1]
+
+
+class Kernel:
+    """A fresh kernel of this venv that runs code and reports the exception it raised, driven
+    with plain blocking messages, the way nbval drives its kernels."""
+
+    def __init__(self, cwd: Path):
+        self.manager, self.client = start_new_kernel(kernel_name="python3", cwd=str(cwd))
+
+    def run(self, code: str, timeout: float = 600) -> str | None:
+        """Execute `code`; the name of the exception it raised, or None."""
+        msg_id = self.client.execute(code, store_history=False)
+        while True:  # the reply to this request on the shell channel
+            reply = self.client.get_shell_msg(timeout=timeout)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        while True:  # its outputs on iopub, until the kernel is idle again
+            message = self.client.get_iopub_msg(timeout=timeout)
+            if message["parent_header"].get("msg_id") == msg_id and message["msg_type"] == "status" \
+                    and message["content"]["execution_state"] == "idle":  # fmt: skip
+                break
+        content = reply["content"]
+        return content.get("ename") if content["status"] == "error" else None
+
+    def stop(self) -> None:
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+def run_exercises(path: Path) -> dict[str, tuple]:
+    """{exercise: (blank's error, wrong answer's error, solution's error)}, run in a fresh kernel
+    in the lesson's order; every other cell up to the last exercise must run without error."""
+    cells = nbformat.read(path, as_version=4).cells
+    exercises = [i for i, cell in enumerate(cells) if is_exercise(cell)]
+    assert exercises, f"{path.name} has no exercise"
+    kernel, outcomes = Kernel(path.parent), {}
+    try:
+        kernel.run("%matplotlib inline")  # as in JupyterLab
+        for index, cell in enumerate(cells[: exercises[-1] + 1]):
+            if cell.cell_type != "code":
+                continue
+            text = source(cell)
+            if index not in exercises:
+                assert kernel.run(text) is None, f"{path.name}: cell {index} failed"
+                continue
+            blank = replace_solutions(text, BLANK)
+            wrong = replace_solutions(text, "{indent}return " + first_parameter(text))
+            name = re.search(r"^def (\w+)", text, flags=re.MULTILINE)[1]
+            outcomes[name] = kernel.run(blank), kernel.run(wrong), kernel.run(text)
+    finally:
+        kernel.stop()
+    return outcomes
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_exercise_fails_blank_and_wrong_and_passes_solved(path, monkeypatch):
+    """Run the lesson in a fresh kernel up to its last exercise; at each exercise run the
+    learner's blank (NotImplementedError), a wrong answer (the function returns its first
+    argument: the checker must raise CheckFailed), then the solution (no error)."""
+    monkeypatch.setenv("VIT_QUICK", "1")  # lesson 6's training cells: a few epochs
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # this venv's kernel
+    outcomes = run_exercises(path)
+    for name, outcome in outcomes.items():
+        assert outcome == ("NotImplementedError", "CheckFailed", None), f"{path.name}, {name}: {outcome}"

@@ -1,0 +1,116 @@
+"""The instructor guide (docs/instructor-guide.md) stays true to the course: every checker message
+it quotes still exists in utils/checks, every exercise of every lesson is covered in its lesson's
+section, and every lesson notebook is named."""
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "docs" / "instructor-guide.md"
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+CHECKERS = sorted((ROOT / "utils" / "checks").glob("*.py"))
+
+LESSON_HEADING = re.compile(r"^## Lesson (\d+)\b.*$", re.MULTILINE)
+FENCE = re.compile(r"^```.*?^```[ \t]*$", re.MULTILINE | re.DOTALL)
+SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+MIN_MESSAGE = 25  # a backticked span this long, with a space in it, is a quoted checker message
+
+
+def guide_text() -> str:
+    return GUIDE.read_text(encoding="utf-8")
+
+
+def lesson_sections() -> dict[int, str]:
+    """Each '## Lesson N' section of the guide, up to the next '## ' heading, by lesson number."""
+    text = guide_text()
+    sections = {}
+    for match in LESSON_HEADING.finditer(text):
+        following = re.search(r"^## ", text[match.end() :], flags=re.MULTILINE)
+        end = match.end() + following.start() if following else len(text)
+        sections[int(match[1])] = text[match.start() : end]
+    return sections
+
+
+def quoted_messages(section: str) -> list[str]:
+    """The backticked spans of a section, outside code blocks, that look like checker messages."""
+    return [span for span in SPAN.findall(FENCE.sub("", section)) if len(span) >= MIN_MESSAGE and " " in span]
+
+
+def checker_strings() -> list[str]:
+    """Every string literal of utils/checks/*.py. Adjacent literals are already one constant in the
+    AST; an f-string contributes its literal parts, each on its own (a quote may not straddle an
+    interpolated value, whose text the guide cannot know)."""
+    strings = []
+    for path in CHECKERS:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                strings.append(node.value)
+    return strings
+
+
+def exercises(notebook: Path) -> list[str]:
+    """The function names defined in the notebook's exercise cells (those holding a solution)."""
+    names = []
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "code" and "# BEGIN SOLUTION" in source:
+            names += re.findall(r"^def (\w+)\(", source, flags=re.MULTILINE)
+    return names
+
+
+def lesson_number(notebook: Path) -> int:
+    return int(notebook.name[:2])
+
+
+def test_the_guide_has_a_section_for_every_lesson_notebook():
+    assert NOTEBOOKS, "no lesson notebooks found"
+    sections = lesson_sections()
+    missing = [nb.name for nb in NOTEBOOKS if lesson_number(nb) not in sections]
+    assert not missing, f"no '## Lesson N' section in {GUIDE.name} for {missing}"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.name)
+def test_each_lesson_notebook_is_named_in_its_section(notebook):
+    assert notebook.name in guide_text()
+    assert notebook.name in lesson_sections().get(lesson_number(notebook), ""), (
+        f"{notebook.name} is not named in the guide's 'Lesson {lesson_number(notebook)}' section"
+    )
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.name)
+def test_every_exercise_is_covered_in_its_lesson_section(notebook):
+    names = exercises(notebook)
+    assert names, f"{notebook.name} has no exercise (no '# BEGIN SOLUTION' cell with a def)"
+    section = lesson_sections().get(lesson_number(notebook), "")
+    missing = [name for name in names if f"`{name}`" not in section]
+    assert not missing, f"exercises of {notebook.name} not in its section of the guide: {missing}"
+
+
+def test_the_checker_strings_are_found():
+    """A guard for the search below: an implicitly concatenated message is one string, and an
+    f-string's literal parts are found too."""
+    strings = checker_strings()
+    assert any("the class token got no position entry: pos_embed has N + 1 rows and row 0" in s for s in strings)
+    assert any(": you forgot the class token (T = N + 1)" in s for s in strings)  # an f-string's tail
+
+
+def test_every_quoted_checker_message_still_exists():
+    strings = checker_strings()
+    sections = lesson_sections()
+    quoted = [(lesson, message) for lesson, section in sections.items() for message in quoted_messages(section)]
+    assert len(quoted) >= 2 * len(NOTEBOOKS), "the lesson sections quote hardly any checker messages"
+    stale = [f"lesson {lesson}: {message!r}" for lesson, message in quoted if not any(message in s for s in strings)]
+    assert not stale, "quoted in the guide but not found in utils/checks/*.py:\n" + "\n".join(stale)
+
+
+def test_every_exercise_quotes_at_least_two_checker_messages():
+    """Each numbered exercise item of a lesson section quotes the checker for two mistakes or more."""
+    for lesson, section in lesson_sections().items():
+        items = re.split(r"^\d+\. ", section, flags=re.MULTILINE)[1:]
+        for item in items:
+            name = re.match(r"`(\w+)`", item)
+            assert len(quoted_messages(item)) >= 2, f"lesson {lesson}, exercise {name and name[1]}: fewer than 2 quoted messages"

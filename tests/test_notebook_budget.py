@@ -1,0 +1,67 @@
+"""The memory budget: the peak reader, the table, and the nbval hook that fails a cell whose
+kernel went over Binder's 1 GB."""
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from tools.notebook_budget import END, LIMIT_MB, START, peak_rss_mb, table
+
+ROOT = Path(__file__).resolve().parents[1]
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak memory is read from /proc (Linux)")
+
+
+@linux_only
+def test_peak_memory_rises_by_what_the_process_touched():
+    before = peak_rss_mb(os.getpid())
+    block = np.ones(300 * 2**20 // 8)  # 300 MB, every page written
+    after = peak_rss_mb(os.getpid())
+    assert block.sum() == block.size
+    assert after - before >= 250, (before, after)
+    assert peak_rss_mb(2**22 + 12345) is None  # no such process
+
+
+def test_table_lists_time_and_peak():
+    text = table([("01_patches.ipynb", 5.6, 371.8), ("06_training.ipynb", 554.9, None)])
+    assert text.splitlines()[2:] == ["| `01_patches.ipynb` | 6 s | 372 MB |", "| `06_training.ipynb` | 555 s | ? |"]
+
+
+def test_readme_has_the_budget_table_for_every_lesson():
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count(START) == 1 and readme.count(END) == 1
+    section = readme.split(START)[1].split(END)[0]
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        row = next((line for line in section.splitlines() if f"`{notebook.name}`" in line), None)
+        assert row, f"{notebook.name} is not in the README's memory table (make budget)"
+        peak = float(row.split("|")[3].split()[0])
+        assert peak <= LIMIT_MB, row
+
+
+def load_root_conftest():
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@linux_only
+@pytest.mark.parametrize("limit, fails", [(10**7, False), (1, True)])  # this process: far below, above
+def test_a_notebook_cell_fails_when_its_kernel_passes_the_limit(monkeypatch, limit, fails):
+    root = load_root_conftest()
+    monkeypatch.setattr(root, "LIMIT_MB", limit)
+    kernel = SimpleNamespace(km=SimpleNamespace(provisioner=SimpleNamespace(pid=os.getpid())))  # this process
+    item = SimpleNamespace(parent=SimpleNamespace(kernel=kernel), fspath="notebooks/99_test.ipynb")
+    report = SimpleNamespace(passed=True, outcome="passed", longrepr=None)
+    hook = root.pytest_runtest_makereport(item, SimpleNamespace(when="call"))
+    next(hook)
+    with pytest.raises(StopIteration):
+        hook.send(SimpleNamespace(get_result=lambda: report))
+    assert (report.outcome == "failed") is fails
+    if fails:
+        assert "99_test.ipynb: the kernel's memory peaked at" in report.longrepr and "guarantees 1 MB" in report.longrepr
+    assert root.KERNEL_PEAKS["99_test.ipynb"] == pytest.approx(peak_rss_mb(os.getpid()), rel=0.05)

@@ -1,0 +1,1 @@
+"""Scripts for the people who run the course (not part of the lessons' library)."""
