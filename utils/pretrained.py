@@ -1,0 +1,226 @@
+"""Lesson 8: bringing published ViT weights into the course's VisionTransformer.
+
+Our parameter names are timm's, so a timm-layout checkpoint loads as it is (`from_timm`); a
+Hugging Face `transformers` checkpoint names the same tensors differently and keeps the query,
+key and value projections apart, so it is renamed and fused first (`hf_to_timm`, `from_hf`).
+"""
+
+import math
+import os
+import re
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from utils.vit import ViTConfig, VisionTransformer
+
+# Where downloaded weights are kept; set VIT_WEIGHTS_DIR to keep them elsewhere.
+CACHE_DIR = Path(os.environ.get("VIT_WEIGHTS_DIR", "~/.cache/vit-from-scratch/weights")).expanduser()
+
+# Heads of the published ViT/DeiT sizes (every head 64 wide): Ti, S, B, L.
+KNOWN_NUM_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16}
+
+VIT_B16_REPO = "google/vit-base-patch16-224"
+
+
+def config_from_state_dict(
+    state_dict: dict[str, torch.Tensor], num_heads: int | None = None, **overrides
+) -> ViTConfig:
+    """Read a ViT's shape off its timm-layout tensors.
+
+    patch_embed.proj.weight (D, C, P, P) gives embed_dim, in_channels and patch_size; the block
+    indices give depth; blocks.0.mlp.fc1.weight (hidden, D) gives mlp_ratio; head.weight
+    (classes, D) gives num_classes (0 without a head); cls_token gives pool="cls" (else "mean");
+    pos_embed (1, prefix + N, D) gives a learned table and a square image of sqrt(N) * P pixels.
+    The head count is no tensor's shape: pass num_heads unless the width is a published one
+    (192, 384, 768, 1024: heads 64 wide). norm_eps stays timm's 1e-6. `overrides` win over all
+    of it (pos_embed="sincos" for a fixed table, image_size for a model without positions).
+    """
+    if "patch_embed.proj.weight" not in state_dict:
+        raise ValueError("not a timm-layout ViT state dict: it has no 'patch_embed.proj.weight'")
+    D, C, P, _ = state_dict["patch_embed.proj.weight"].shape  # (D, C, P, P)
+    blocks = {int(m[1]) for name in state_dict if (m := re.match(r"blocks\.(\d+)\.", name))}
+    hidden = state_dict["blocks.0.mlp.fc1.weight"].shape[0] if blocks else 4 * D  # (hidden, D)
+    mlp_ratio = hidden / D
+    if int(D * mlp_ratio) != hidden:  # the model builds int(D * mlp_ratio) units: round up a hair
+        mlp_ratio = math.nextafter(mlp_ratio, math.inf)
+    fields = dict(
+        patch_size=P, in_channels=C, embed_dim=D, depth=max(blocks, default=-1) + 1,
+        mlp_ratio=mlp_ratio, qkv_bias="blocks.0.attn.qkv.bias" in state_dict,
+        num_classes=state_dict["head.weight"].shape[0] if "head.weight" in state_dict else 0,
+        pool="cls" if "cls_token" in state_dict else "mean",
+        pos_embed="learned" if "pos_embed" in state_dict else "none", norm_eps=1e-6,
+    )  # fmt: skip
+    fields.update(overrides)
+    if "image_size" not in fields:
+        if "pos_embed" not in state_dict:
+            raise ValueError("no pos_embed to read the image size from: pass image_size=...")
+        num_patches = state_dict["pos_embed"].shape[1] - (fields["pool"] == "cls")  # N = T - prefix
+        side = math.isqrt(num_patches)
+        if side * side != num_patches:
+            raise ValueError(f"{num_patches} patch positions are no square grid: pass image_size=(H, W)")
+        fields["image_size"] = side * P
+    if num_heads is None:
+        if D not in KNOWN_NUM_HEADS:
+            raise ValueError(
+                f"the head count cannot be read off the weights and width {D} is no published "
+                f"ViT size ({sorted(KNOWN_NUM_HEADS)}): pass num_heads=... (to from_hf: "
+                "config={'num_attention_heads': ...})"
+            )
+        num_heads = KNOWN_NUM_HEADS[D]
+    return ViTConfig(num_heads=num_heads, **fields)
+
+
+def from_timm(state_dict: dict[str, torch.Tensor], num_heads: int | None = None, **overrides) -> VisionTransformer:
+    """A VisionTransformer shaped by config_from_state_dict, holding exactly these weights.
+
+    Raises a ValueError that lists the missing keys, the unexpected keys and the tensors of
+    another shape (named by VisionTransformer.load_state_dict), so nothing loads half-way.
+    """
+    model = VisionTransformer(config_from_state_dict(state_dict, num_heads, **overrides))
+    own = model.state_dict()
+    problems = [f"missing: {name}" for name in sorted(own.keys() - state_dict.keys())]
+    problems += [f"unexpected: {name}" for name in sorted(state_dict.keys() - own.keys())]
+    try:
+        model.load_state_dict(state_dict, strict=False)  # raises, naming any tensor of another shape
+    except ValueError as error:
+        problems.append(str(error))
+    if problems:
+        raise ValueError("the checkpoint does not fit the inferred model:\n  " + "\n  ".join(problems))
+    return model.eval()
+
+
+# Hugging Face names -> timm names, per encoder layer; both the hub files' layout (older
+# transformers: encoder.layer.{i}.attention.attention.query, ...) and transformers 5's
+# (layers.{i}.attention.q_proj, ...). q, k and v are kept apart here and fused below.
+_HF_LAYER_NAMES = {
+    "layernorm_before": "norm1",
+    "layernorm_after": "norm2",
+    "attention.attention.query": "q",
+    "attention.attention.key": "k",
+    "attention.attention.value": "v",
+    "attention.q_proj": "q",
+    "attention.k_proj": "k",
+    "attention.v_proj": "v",
+    "attention.output.dense": "attn.proj",
+    "attention.o_proj": "attn.proj",
+    "intermediate.dense": "mlp.fc1",
+    "mlp.fc1": "mlp.fc1",
+    "output.dense": "mlp.fc2",
+    "mlp.fc2": "mlp.fc2",
+}
+_HF_NAMES = {
+    "embeddings.cls_token": "cls_token",
+    "embeddings.position_embeddings": "pos_embed",
+    "embeddings.patch_embeddings.projection.weight": "patch_embed.proj.weight",
+    "embeddings.patch_embeddings.projection.bias": "patch_embed.proj.bias",
+    "layernorm.weight": "norm.weight",
+    "layernorm.bias": "norm.bias",
+    "classifier.weight": "head.weight",
+    "classifier.bias": "head.bias",
+}
+_HF_LAYER = re.compile(r"(?:encoder\.layer|layers)\.(\d+)\.(.+)\.(weight|bias)")
+# Not on the classification path: ViTModel's pooler (a tanh layer on the class token, unused by
+# ViTForImageClassification) and the mask token of masked-image pre-training.
+_HF_DROPPED = ("pooler.", "embeddings.mask_token")
+
+
+def hf_to_timm(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Rename a Hugging Face ViT state dict to timm's names and fuse q, k, v.
+
+    Takes ViTForImageClassification's keys ("vit." prefix) or a bare ViTModel's, in the hub
+    files' layout or transformers 5's. Per layer, q, k, v weights (D, D) become
+    blocks.{i}.attn.qkv.weight (3D, D), rows [q; k; v] as MultiHeadSelfAttention splits them;
+    their biases (D,) become qkv.bias (3D,) only if the checkpoint has them. Any key it does not
+    know raises a ValueError that lists them.
+    """
+    out, qkv, unknown = {}, {}, []
+    for name, tensor in state_dict.items():
+        key = name.removeprefix("vit.")
+        if key.startswith(_HF_DROPPED):
+            continue
+        if key in _HF_NAMES:
+            out[_HF_NAMES[key]] = tensor
+        elif (m := _HF_LAYER.fullmatch(key)) and m[2] in _HF_LAYER_NAMES:
+            layer, part, kind = m[1], _HF_LAYER_NAMES[m[2]], m[3]
+            if part in ("q", "k", "v"):
+                qkv.setdefault((layer, kind), {})[part] = tensor
+            else:
+                out[f"blocks.{layer}.{part}.{kind}"] = tensor
+        else:
+            unknown.append(name)
+    if unknown:
+        raise ValueError("keys of no Hugging Face ViT layer known here: " + ", ".join(unknown))
+    for (layer, kind), parts in qkv.items():
+        if sorted(parts) != ["k", "q", "v"]:
+            raise ValueError(f"layer {layer} has the {kind} of {sorted(parts)} only; expected q, k and v")
+        out[f"blocks.{layer}.attn.qkv.{kind}"] = torch.cat([parts["q"], parts["k"], parts["v"]])  # (3D, ...)
+    return out
+
+
+def from_hf(model_or_state_dict: nn.Module | dict, config=None) -> VisionTransformer:
+    """A VisionTransformer holding a Hugging Face ViT's weights, computing the same function.
+
+    Args:
+        model_or_state_dict: a transformers ViTForImageClassification or ViTModel (its .config
+            is read), or its state dict (a checkpoint file's tensors).
+        config: with a state dict, a transformers ViTConfig or a dict with (some of) its fields
+            num_attention_heads, layer_norm_eps, qkv_bias, image_size, patch_size, num_channels,
+            hidden_act; what it lacks is read off the tensors (layer_norm_eps: HF's 1e-12).
+    """
+    if isinstance(model_or_state_dict, nn.Module):
+        config = model_or_state_dict.config if config is None else config
+        state_dict = model_or_state_dict.state_dict()
+    else:
+        state_dict = model_or_state_dict
+    if config is None or isinstance(config, dict):
+        fields = dict(config or {})
+    else:  # a transformers ViTConfig, or any object with those attributes
+        fields = config.to_dict() if hasattr(config, "to_dict") else vars(config)
+    if fields.get("hidden_act", "gelu") != "gelu":
+        raise ValueError(f"the course's MLP uses the exact GELU ('gelu'), the checkpoint {fields['hidden_act']!r}")
+    overrides = {"norm_eps": fields.get("layer_norm_eps", 1e-12)}
+    for hf_name, name in [("image_size", "image_size"), ("patch_size", "patch_size"),
+                          ("num_channels", "in_channels"), ("qkv_bias", "qkv_bias")]:  # fmt: skip
+        if hf_name in fields:
+            overrides[name] = fields[hf_name]
+    return from_timm(hf_to_timm(state_dict), fields.get("num_attention_heads"), **overrides)
+
+
+def load_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
+    """The tensors of a .safetensors file, or of a torch file (.pt, .pth, .bin) read with
+    weights_only=True (no code runs); a {"model": ...} or {"state_dict": ...} wrapper is opened."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    if path.suffix == ".safetensors":
+        return load_file(path)
+    if path.suffix not in (".pt", ".pth", ".bin"):
+        raise ValueError(f"expected a .safetensors, .pt, .pth or .bin file, got {path.name}")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    for wrapper in ("model", "state_dict"):
+        if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
+            state = state[wrapper]
+    return state
+
+
+def download_vit_b16(cache_dir: str | Path = CACHE_DIR) -> Path:
+    """Path of ViT-B/16's ImageNet weights (Hugging Face layout, 346 MB), downloaded once into
+    cache_dir/google--vit-base-patch16-224/model.safetensors; load with
+    `from_hf(load_checkpoint(path))`. Needs huggingface_hub and the internet the first time."""
+    folder = Path(cache_dir).expanduser() / VIT_B16_REPO.replace("/", "--")
+    path = folder / "model.safetensors"
+    if path.is_file():
+        return path
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(VIT_B16_REPO, "model.safetensors", local_dir=folder))
+    except Exception as error:
+        raise RuntimeError(
+            f"could not download the weights ({type(error).__name__}: {error}). Without internet: "
+            f"download model.safetensors from https://huggingface.co/{VIT_B16_REPO}/tree/main "
+            f"and put it at {path}"
+        ) from error
