@@ -11,7 +11,7 @@ LAB_ARGS ?=
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: lab test test-lib test-notebook run-notebooks checkpoints exercises budget check-binder bench clean
+.PHONY: lab test test-lib test-notebook run-notebooks checkpoints exercises budget check-binder bench weights clean
 
 ## make lab: set up .venv and open JupyterLab on lesson 1
 lab: $(VENV)/.runtime
@@ -54,6 +54,11 @@ budget: $(VENV)/.dev
 ## +cpu index, which this check may not reach), run postBuild in it, then lesson 1 under nbval
 check-binder:
 	bash tools/check_binder.sh
+
+## make weights: download the published ViT-B/16 (346 MB, once, online) for lesson 8 into
+## ~/.cache/vit-from-scratch/weights/ (or $$VIT_WEIGHTS_DIR); nothing else ever downloads weights
+weights: $(VENV)/.runtime
+	$(BIN)/python -c "from utils.pretrained import download_vit_b16; print(download_vit_b16())"
 
 ## make bench: time the attention paths and the tiny ViT's training (the README's Performance table)
 bench: $(VENV)/.runtime

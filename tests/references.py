@@ -1,4 +1,7 @@
-"""Independent references for the tests: torch's own modules holding our modules' weights."""
+"""Independent references for the tests: torch's own modules holding our modules' weights, and
+the Hugging Face hub files' tensor names."""
+
+import re
 
 import torch
 from torch import nn
@@ -48,3 +51,18 @@ def torch_layer_from(block: EncoderBlock) -> nn.TransformerEncoderLayer:
     layer.norm1.load_state_dict(block.norm1.state_dict())
     layer.norm2.load_state_dict(block.norm2.state_dict())
     return layer.eval()
+
+
+def to_hub_file_layout(state_dict: dict) -> dict:
+    """transformers 5.24's names -> those of the hub's checkpoint files (older transformers)."""
+    renames = {
+        "attention.q_proj": "attention.attention.query", "attention.k_proj": "attention.attention.key",
+        "attention.v_proj": "attention.attention.value", "attention.o_proj": "attention.output.dense",
+        "mlp.fc1": "intermediate.dense", "mlp.fc2": "output.dense",
+    }  # fmt: skip
+    out = {}
+    for name, tensor in state_dict.items():
+        if m := re.fullmatch(r"(vit\.)?layers\.(\d+)\.(.+)\.(weight|bias)", name):
+            name = f"{m[1] or ''}encoder.layer.{m[2]}.{renames.get(m[3], m[3])}.{m[4]}"
+        out[name] = tensor
+    return out

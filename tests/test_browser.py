@@ -152,10 +152,10 @@ def check_lesson6_progress(page, stem: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{stem}-progress.png"))
 
 
-def check_lesson7_explorers(page, stem: str) -> None:
+def check_explorers(page, stem: str) -> None:
     """The (first) attention explorer redraws for the layer below; the position explorer for the
-    next row."""
-    attention = widget(page, "top patch", nth=0)  # the lesson shows two: shapes, then digits
+    next row (lessons 7 and 8)."""
+    attention = widget(page, "top patch", nth=0)  # lesson 7 shows two: shapes, then digits
     positions = widget(page, "grid neighbours")
     before, after = move_slider_and_wait(page, attention, "layer", "ArrowLeft", name=f"{stem}-attention-layer")
     assert "top patch" in after, after
@@ -193,7 +193,12 @@ LESSONS = [
     Lesson(
         "07_inside_vit.ipynb",
         ("✓ attention_rollout matches the reference", "✓ mean_attention_distance matches the reference"),
-        check_lesson7_explorers,
+        check_explorers,
+    ),
+    Lesson(  # without the ViT-B/16 file (as in CI) its explorers show the digits model
+        "08_real_weights.ipynb",
+        ("✓ convert_layer matches utils.pretrained.hf_to_timm", "✓ preprocess matches utils.imagenet.normalize"),
+        check_explorers,
     ),
 ]
 

@@ -1,5 +1,6 @@
 """The bundled sample image and the two training sets that ship with the course."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -30,6 +31,17 @@ def test_sample_image_is_the_same_every_time():
     assert torch.equal(load_sample_image(64), load_sample_image(64))
 
 
+def test_photos_ship_with_matplotlib_and_scikit_image_resized_whole():
+    from utils.data import PHOTOS, load_photos
+
+    images, names = load_photos(64)
+    assert images.shape == (4, 3, 64, 64) and images.dtype == torch.float32 and names == list(PHOTOS)
+    assert 0.0 <= images.min() and images.max() <= 1.0 and images.std() > 0.1
+    assert not torch.equal(images[0], images[1])
+    # Grace Hopper's photo (512 x 600), squeezed whole to a square: not load_sample_image's centre crop
+    assert not torch.allclose(images[0], load_sample_image(64), atol=0.05)
+
+
 # ---- training sets -----------------------------------------------------------------------
 
 from utils.data import ImageDataset, load_digits, load_training_set, make_relational  # noqa: E402
@@ -45,6 +57,33 @@ def test_digits_split_is_fixed_stratified_and_complete():
     again, _ = load_digits()
     assert torch.equal(again.images, train.images)
     assert train.classes == [str(d) for d in range(10)]
+
+
+@pytest.mark.parametrize("test_fraction, seed", [(0.25, 0), (0.2, 1)])
+def test_digits_equal_scikit_learns_own_loader_and_split(test_fraction, seed):
+    # the default split is read from a file, the others made by train_test_split: both must be
+    # scikit-learn's, image for image, or lessons 6-8 and the shipped checkpoint change
+    from sklearn.datasets import load_digits as sklearn_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = sklearn_digits()
+    train_index, test_index = train_test_split(
+        np.arange(1797), test_size=test_fraction, stratify=digits.target, random_state=seed
+    )
+    train, test = load_digits(test_fraction, seed)
+    for part, index in [(train, train_index), (test, test_index)]:
+        expected = torch.tensor(digits.images[index] / 16.0, dtype=torch.float32).unsqueeze(1)
+        assert torch.equal(part.images, expected)
+        assert torch.equal(part.labels, torch.tensor(digits.target[index]))
+
+
+def test_the_default_digits_split_needs_no_scikit_learn_import():
+    import subprocess
+    import sys
+
+    code = "import sys; from utils.data import load_digits; load_digits(); print('sklearn' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
 
 
 @pytest.mark.parametrize("task", ["same_colour", "same_shape", "orientation"])

@@ -1,16 +1,24 @@
 """utils.pretrained against transformers' ViT (random weights from configs: nothing downloaded)
 and against our own timm-layout checkpoints written to disk."""
 
-import re
-
 import pytest
 import torch
 import transformers
 from safetensors.torch import save_file
 
-from references import randomize_
+from references import randomize_, to_hub_file_layout
 from utils.embeddings import resize_pos_embed, sincos_pos_embed_2d
-from utils.pretrained import config_from_state_dict, from_hf, from_timm, hf_to_timm, load_checkpoint
+from utils.pretrained import (
+    config_from_state_dict,
+    find_vit_b16,
+    from_hf,
+    from_timm,
+    hf_to_timm,
+    load_checkpoint,
+    load_vit_b16,
+    read_safetensors,
+    vit_b16_path,
+)
 from utils.vit import ViTConfig, VisionTransformer
 
 # (image_size, patch_size, num_channels, hidden_size, layers, heads, intermediate_size, qkv_bias, labels, eps)
@@ -34,21 +42,6 @@ def hf_vit(name: str, classifier: bool = True, seed: int = 0):
     torch.manual_seed(seed)
     model = transformers.ViTForImageClassification(config) if classifier else transformers.ViTModel(config)
     return randomize_(model).eval()
-
-
-def to_hub_file_layout(state_dict: dict) -> dict:
-    """transformers 5.24's names -> those of the hub's checkpoint files (older transformers)."""
-    renames = {
-        "attention.q_proj": "attention.attention.query", "attention.k_proj": "attention.attention.key",
-        "attention.v_proj": "attention.attention.value", "attention.o_proj": "attention.output.dense",
-        "mlp.fc1": "intermediate.dense", "mlp.fc2": "output.dense",
-    }  # fmt: skip
-    out = {}
-    for name, tensor in state_dict.items():
-        if m := re.fullmatch(r"(vit\.)?layers\.(\d+)\.(.+)\.(weight|bias)", name):
-            name = f"{m[1] or ''}encoder.layer.{m[2]}.{renames.get(m[3], m[3])}.{m[4]}"
-        out[name] = tensor
-    return out
 
 
 def test_the_hf_names_are_those_of_transformers_5():
@@ -127,6 +120,72 @@ def test_hf_to_timm_rejects_unknown_keys_and_a_lone_projection(edit, key):
     edit(state)
     with pytest.raises(ValueError, match=key):
         hf_to_timm(state)
+
+
+def test_hf_to_timm_takes_pairs_in_any_order_and_fuses_as_they_come():
+    state = hf_vit("48px-p16-3layers-no-qkv-bias").state_dict()
+    expected = hf_to_timm(state)
+    shuffled = list(state.items())[::-1]  # v before k before q, the last layer first
+    got = hf_to_timm(iter(shuffled))
+    assert got.keys() == expected.keys()
+    assert all(torch.equal(got[name], expected[name]) for name in expected)
+    q, k, v = got["blocks.2.attn.qkv.weight"].chunk(3)
+    assert torch.equal(q, state["vit.layers.2.attention.q_proj.weight"]) and torch.equal(v, state["vit.layers.2.attention.v_proj.weight"])
+
+
+def test_hf_to_timm_rejects_q_k_v_of_different_shapes():
+    state = dict(hf_vit("32px-p8-1layer-1head").state_dict())
+    state["vit.layers.0.attention.k_proj.weight"] = torch.zeros(16, 8)
+    with pytest.raises(ValueError, match="differ in shape"):
+        hf_to_timm(state)
+
+
+def test_from_timm_with_assign_takes_the_tensors_without_copying_them():
+    torch.manual_seed(0)
+    state = VisionTransformer(ViTConfig.tiny(depth=2)).state_dict()
+    state = {name: tensor.clone() for name, tensor in state.items()}
+    shared = from_timm(state, num_heads=4, assign=True)
+    copied = from_timm(state, num_heads=4)
+    assert shared.blocks[1].mlp.fc2.weight.data_ptr() == state["blocks.1.mlp.fc2.weight"].data_ptr()
+    assert copied.blocks[1].mlp.fc2.weight.data_ptr() != state["blocks.1.mlp.fc2.weight"].data_ptr()
+    assert not any(p.is_meta for p in shared.parameters()) and all(p.requires_grad for p in shared.parameters())
+    images = torch.rand(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(shared(images), copied(images), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="missing: norm.weight"):  # nothing half-loaded on "meta"
+        from_timm({k: v for k, v in state.items() if k != "norm.weight"}, num_heads=4, assign=True)
+
+
+def test_read_safetensors_reads_what_safetensors_wrote(tmp_path):
+    torch.manual_seed(0)
+    tensors = {
+        "a.weight": torch.randn(5, 3),
+        "b.half": torch.randn(4).half(),
+        "c.bf16": torch.randn(2, 2).bfloat16(),
+        "d.index": torch.arange(7),
+        "e.flag": torch.tensor([True, False]),
+        "f.scalar": torch.tensor(2.5),
+    }
+    path = tmp_path / "mixed.safetensors"
+    save_file(tensors, path, metadata={"format": "pt"})
+    read = dict(read_safetensors(path))
+    assert read.keys() == tensors.keys()
+    for name, tensor in tensors.items():
+        assert read[name].dtype == tensor.dtype and torch.equal(read[name], tensor), name
+    truncated = tmp_path / "partial.safetensors"
+    truncated.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(ValueError, match="partial download"):
+        dict(read_safetensors(truncated))
+
+
+def test_the_vit_b16_file_is_looked_for_in_the_cache_dir_and_never_fetched(tmp_path):
+    assert vit_b16_path(tmp_path) == tmp_path / "google--vit-base-patch16-224" / "model.safetensors"
+    assert find_vit_b16(tmp_path) is None
+    with pytest.raises(FileNotFoundError, match="make weights"):
+        load_vit_b16(vit_b16_path(tmp_path))
+    vit_b16_path(tmp_path).parent.mkdir(parents=True)
+    vit_b16_path(tmp_path).write_bytes(b"")
+    assert find_vit_b16(tmp_path) == vit_b16_path(tmp_path)
 
 
 def test_from_hf_rejects_another_activation():

@@ -129,6 +129,16 @@ def test_attention_explorer_runs_the_model_once_per_image_in_eval_mode(vit):
     torch.testing.assert_close(explorer.attention(1)[0], attn[:, 1])
 
 
+def test_attention_explorer_feeds_the_model_preprocessed_images_and_draws_them_as_given(vit):
+    model, images, _, _ = vit
+    explorer = AttentionExplorer(model, images, preprocess=lambda x: 2 * x - 1)
+    with torch.no_grad():
+        _, attn = model(2 * images[2:3] - 1, return_attention=True)  # what the model must have seen
+    explorer.image.value = 2
+    torch.testing.assert_close(explorer.attention(2)[0], attn[:, 0])
+    torch.testing.assert_close(drawn(explorer.picture), images[2].permute(1, 2, 0))  # the picture: [0, 1]
+
+
 def test_attention_explorer_reports_the_share_on_marked_patches(vit):
     model, images, _, attn = vit
     regions = torch.zeros(3, 3, 3, dtype=torch.bool)

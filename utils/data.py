@@ -3,7 +3,13 @@
 - `load_sample_image`: Grace Hopper's portrait, which ships with matplotlib (lessons 1-5).
 - `load_digits`: 1,797 real handwritten 8 x 8 digits, which ship with scikit-learn (lesson 6).
 - `make_relational`: a synthetic set whose label depends on two objects far apart (lesson 6).
+- `load_photos`: four everyday photos for an ImageNet classifier, from matplotlib and
+  scikit-image (lesson 8).
 """
+
+import importlib.resources
+import importlib.util
+from pathlib import Path
 
 import matplotlib.cbook
 import numpy as np
@@ -52,23 +58,73 @@ def load_sample_image(size: int = 224) -> torch.Tensor:
     return torch.from_numpy(pixels).permute(2, 0, 1).contiguous()  # (C, H, W)
 
 
+# name -> (package, file) of the photos lesson 8 shows the real ViT-B/16
+PHOTOS = {
+    "Grace Hopper": ("matplotlib", "grace_hopper.jpg"),
+    "Chelsea the cat": ("skimage.data", "chelsea.png"),
+    "coffee": ("skimage.data", "coffee.png"),
+    "rocket": ("skimage.data", "rocket.jpg"),
+}
+
+
+def load_photos(size: int = 224) -> tuple[torch.Tensor, list[str]]:
+    """Four photos that ship inside installed packages: Grace Hopper's portrait (matplotlib) and
+    scikit-image's cat, cup of coffee and rocket launch.
+
+    Each is resized whole to size x size (bilinear, aspect ratio not kept), as the published
+    ViT-B/16's preprocessing does; normalise with `utils.imagenet.normalize` before that model.
+
+    Returns:
+        images (4, 3, size, size) float32 in [0, 1], and their names.
+    """
+    images = []
+    for package, name in PHOTOS.values():
+        if package == "matplotlib":
+            path = matplotlib.cbook.get_sample_data(name, asfileobj=False)
+        else:
+            path = importlib.resources.files(package) / name
+        with Image.open(path) as photo:
+            photo = photo.convert("RGB").resize((size, size), Image.BILINEAR)
+            images.append(torch.from_numpy(np.asarray(photo, dtype=np.float32) / 255.0).permute(2, 0, 1))  # (C, H, W)
+    return torch.stack(images), list(PHOTOS)  # (4, 3, size, size)
+
+
+# The default split of load_digits (test_fraction 0.25, seed 0) as scikit-learn's
+# train_test_split makes it: 1,347 train indices, then 450 test indices. Reading it from this
+# file spares the lessons importing scikit-learn (about 70 MB on Binder) just to split;
+# tests/test_data.py checks that it equals scikit-learn's split.
+DIGITS_SPLIT_FILE = Path(__file__).parent / "digits_split.npy"
+
+
+def _digits_file() -> Path:
+    """scikit-learn's digits.csv.gz, found without importing scikit-learn."""
+    package = importlib.util.find_spec("sklearn")
+    if package is None:
+        raise ModuleNotFoundError("the digits ship with scikit-learn: pip install scikit-learn")
+    return Path(package.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
+
+
 def load_digits(test_fraction: float = 0.25, seed: int = 0) -> tuple[ImageDataset, ImageDataset]:
     """scikit-learn's handwritten digits (1,797 images of 8 x 8, grey levels 0-16), split once.
 
-    The split is stratified (every digit in the same proportion in both parts) and fixed by `seed`.
+    The split is stratified (every digit in the same proportion in both parts) and fixed by `seed`
+    (scikit-learn's train_test_split; the default one is read from DIGITS_SPLIT_FILE).
 
     Returns:
         (train, test): images (N, 1, 8, 8) float32 in [0, 1], labels 0-9.
     """
-    from sklearn.datasets import load_digits as sklearn_digits
-    from sklearn.model_selection import train_test_split
+    table = np.loadtxt(_digits_file(), delimiter=",")  # (1797, 65): 64 pixels, then the digit
+    images = torch.tensor(table[:, :64].reshape(-1, 1, 8, 8) / 16.0, dtype=torch.float32)  # (1797, 1, 8, 8)
+    labels = torch.tensor(table[:, 64], dtype=torch.int64)  # (1797,)
+    if (test_fraction, seed) == (0.25, 0):
+        order = torch.from_numpy(np.load(DIGITS_SPLIT_FILE).astype(np.int64))  # (1797,) train, then test
+        train_index, test_index = order[:1347], order[1347:]
+    else:
+        from sklearn.model_selection import train_test_split
 
-    digits = sklearn_digits()
-    images = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)  # (1797, 1, 8, 8)
-    labels = torch.tensor(digits.target, dtype=torch.int64)  # (1797,)
-    train_index, test_index = train_test_split(
-        np.arange(len(labels)), test_size=test_fraction, stratify=digits.target, random_state=seed
-    )
+        train_index, test_index = train_test_split(
+            np.arange(len(labels)), test_size=test_fraction, stratify=labels.numpy(), random_state=seed
+        )
     classes = [str(digit) for digit in range(10)]
     train = ImageDataset(images[train_index], labels[train_index], classes)
     test = ImageDataset(images[test_index], labels[test_index], classes)

@@ -94,9 +94,10 @@ def mean_attention_distance(
     positions = torch.stack(torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij"), -1)
     positions = positions.reshape(-1, 2).to(attn.dtype) * patch_size  # (N, 2) patch corners, pixels
     distance = torch.cdist(positions, positions)  # (N, N)
-    patches = attn[..., num_prefix_tokens:, num_prefix_tokens:]  # (depth, B, heads, N, N)
-    patches = patches / patches.sum(dim=-1, keepdim=True)
-    per_query = (patches * distance.to(attn.device)).sum(dim=-1)  # (depth, B, heads, N)
+    patches = attn[..., num_prefix_tokens:, num_prefix_tokens:]  # (depth, B, heads, N, N), a view
+    # weighted distances summed over the keys, then renormalised: no (depth, B, heads, N, N) copy
+    weighted = torch.einsum("...qk,qk->...q", patches, distance.to(attn.device))  # (depth, B, heads, N)
+    per_query = weighted / patches.sum(dim=-1)  # (depth, B, heads, N)
     return per_query.mean(dim=(1, 3))  # (depth, heads)
 
 

@@ -5,9 +5,12 @@ Hugging Face `transformers` checkpoint names the same tensors differently and ke
 key and value projections apart, so it is renamed and fused first (`hf_to_timm`, `from_hf`).
 """
 
+import json
 import math
 import os
 import re
+import struct
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -23,6 +26,9 @@ CACHE_DIR = Path(os.environ.get("VIT_WEIGHTS_DIR", "~/.cache/vit-from-scratch/we
 KNOWN_NUM_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16}
 
 VIT_B16_REPO = "google/vit-base-patch16-224"
+# What that repository's config.json says and its weights file cannot (transformers' field names).
+VIT_B16_HF_CONFIG = {"num_attention_heads": 12, "layer_norm_eps": 1e-12, "qkv_bias": True,
+                     "image_size": 224, "patch_size": 16, "num_channels": 3, "hidden_act": "gelu"}  # fmt: skip
 
 
 def config_from_state_dict(
@@ -73,20 +79,30 @@ def config_from_state_dict(
     return ViTConfig(num_heads=num_heads, **fields)
 
 
-def from_timm(state_dict: dict[str, torch.Tensor], num_heads: int | None = None, **overrides) -> VisionTransformer:
+def from_timm(
+    state_dict: dict[str, torch.Tensor], num_heads: int | None = None, *, assign: bool = False, **overrides
+) -> VisionTransformer:
     """A VisionTransformer shaped by config_from_state_dict, holding exactly these weights.
 
+    With assign=True the model takes the tensors themselves instead of copies (it is built on
+    PyTorch's "meta" device, which allocates nothing): half the peak memory for a big checkpoint,
+    but the model and `state_dict` then share their memory, so pass a dict nobody else uses.
     Raises a ValueError that lists the missing keys, the unexpected keys and the tensors of
     another shape (named by VisionTransformer.load_state_dict), so nothing loads half-way.
     """
-    model = VisionTransformer(config_from_state_dict(state_dict, num_heads, **overrides))
+    config = config_from_state_dict(state_dict, num_heads, **overrides)
+    if assign:
+        with torch.device("meta"):
+            model = VisionTransformer(config)
+    else:
+        model = VisionTransformer(config)
     own = model.state_dict()
     problems = [f"missing: {name}" for name in sorted(own.keys() - state_dict.keys())]
     problems += [f"unexpected: {name}" for name in sorted(state_dict.keys() - own.keys())]
-    try:
-        model.load_state_dict(state_dict, strict=False)  # raises, naming any tensor of another shape
-    except ValueError as error:
-        problems.append(str(error))
+    try:  # raises, naming any tensor of another shape
+        model.load_state_dict(state_dict, strict=False, assign=assign)
+    except ValueError as error:  # its first line is a header of its own: keep the tensors' lines
+        problems += [line.strip() for line in str(error).splitlines()[1:]]
     if problems:
         raise ValueError("the checkpoint does not fit the inferred model:\n  " + "\n  ".join(problems))
     return model.eval()
@@ -127,17 +143,21 @@ _HF_LAYER = re.compile(r"(?:encoder\.layer|layers)\.(\d+)\.(.+)\.(weight|bias)")
 _HF_DROPPED = ("pooler.", "embeddings.mask_token")
 
 
-def hf_to_timm(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def hf_to_timm(state_dict: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """Rename a Hugging Face ViT state dict to timm's names and fuse q, k, v.
 
     Takes ViTForImageClassification's keys ("vit." prefix) or a bare ViTModel's, in the hub
-    files' layout or transformers 5's. Per layer, q, k, v weights (D, D) become
+    files' layout or transformers 5's: a dict, or (name, tensor) pairs such as
+    `read_safetensors` yields. Per layer, q, k, v weights (D, D) become
     blocks.{i}.attn.qkv.weight (3D, D), rows [q; k; v] as MultiHeadSelfAttention splits them;
-    their biases (D,) become qkv.bias (3D,) only if the checkpoint has them. Any key it does not
+    their biases (D,) become qkv.bias (3D,) only if the checkpoint has them. Each of q, k, v is
+    copied into its third of the fused tensor as it comes, so pairs read one at a time are
+    dropped at once: a converted file needs no more memory than the model. Any key it does not
     know raises a ValueError that lists them.
     """
+    items = state_dict.items() if isinstance(state_dict, Mapping) else state_dict
     out, qkv, unknown = {}, {}, []
-    for name, tensor in state_dict.items():
+    for name, tensor in items:
         key = name.removeprefix("vit.")
         if key.startswith(_HF_DROPPED):
             continue
@@ -145,34 +165,47 @@ def hf_to_timm(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             out[_HF_NAMES[key]] = tensor
         elif (m := _HF_LAYER.fullmatch(key)) and m[2] in _HF_LAYER_NAMES:
             layer, part, kind = m[1], _HF_LAYER_NAMES[m[2]], m[3]
-            if part in ("q", "k", "v"):
-                qkv.setdefault((layer, kind), {})[part] = tensor
+            if part in ("q", "k", "v"):  # copied into its third of the fused tensor at once
+                if (layer, kind) not in qkv:
+                    qkv[layer, kind] = (torch.empty((3, *tensor.shape), dtype=tensor.dtype), set())  # (3, D, ...)
+                fused, seen = qkv[layer, kind]
+                if tensor.shape != fused.shape[1:]:
+                    raise ValueError(f"layer {layer}: the {kind}s of q, k and v differ in shape "
+                                     f"({tuple(fused.shape[1:])} and {tuple(tensor.shape)})")  # fmt: skip
+                fused["qkv".index(part)] = tensor
+                seen.add(part)
+                if len(seen) == 3:  # rows [q; k; v]: (3D, D) or (3D,)
+                    out[f"blocks.{layer}.attn.qkv.{kind}"] = qkv.pop((layer, kind))[0].flatten(0, 1)
             else:
                 out[f"blocks.{layer}.{part}.{kind}"] = tensor
         else:
             unknown.append(name)
     if unknown:
         raise ValueError("keys of no Hugging Face ViT layer known here: " + ", ".join(unknown))
-    for (layer, kind), parts in qkv.items():
-        if sorted(parts) != ["k", "q", "v"]:
-            raise ValueError(f"layer {layer} has the {kind} of {sorted(parts)} only; expected q, k and v")
-        out[f"blocks.{layer}.attn.qkv.{kind}"] = torch.cat([parts["q"], parts["k"], parts["v"]])  # (3D, ...)
+    for (layer, kind), (_, seen) in qkv.items():
+        raise ValueError(f"layer {layer} has the {kind} of {sorted(seen)} only; expected q, k and v")
     return out
 
 
-def from_hf(model_or_state_dict: nn.Module | dict, config=None) -> VisionTransformer:
+def from_hf(
+    model_or_state_dict: nn.Module | Mapping | Iterable, config=None, *, assign: bool = False
+) -> VisionTransformer:
     """A VisionTransformer holding a Hugging Face ViT's weights, computing the same function.
 
     Args:
         model_or_state_dict: a transformers ViTForImageClassification or ViTModel (its .config
-            is read), or its state dict (a checkpoint file's tensors).
+            is read), or its state dict (a checkpoint file's tensors, or their (name, tensor)
+            pairs as read_safetensors yields them).
         config: with a state dict, a transformers ViTConfig or a dict with (some of) its fields
             num_attention_heads, layer_norm_eps, qkv_bias, image_size, patch_size, num_channels,
             hidden_act; what it lacks is read off the tensors (layer_norm_eps: HF's 1e-12).
+        assign: with a state dict nobody else uses, let the model take its tensors instead of
+            copies (see from_timm); ignored for a model, whose weights are always copied.
     """
     if isinstance(model_or_state_dict, nn.Module):
         config = model_or_state_dict.config if config is None else config
         state_dict = model_or_state_dict.state_dict()
+        assign = False  # its tensors are the transformers model's own parameters
     else:
         state_dict = model_or_state_dict
     if config is None or isinstance(config, dict):
@@ -186,7 +219,7 @@ def from_hf(model_or_state_dict: nn.Module | dict, config=None) -> VisionTransfo
                           ("num_channels", "in_channels"), ("qkv_bias", "qkv_bias")]:  # fmt: skip
         if hf_name in fields:
             overrides[name] = fields[hf_name]
-    return from_timm(hf_to_timm(state_dict), fields.get("num_attention_heads"), **overrides)
+    return from_timm(hf_to_timm(state_dict), fields.get("num_attention_heads"), assign=assign, **overrides)
 
 
 def load_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
@@ -206,18 +239,77 @@ def load_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
     return state
 
 
+# dtype names of the safetensors format -> torch dtypes
+_SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                       "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+                       "U8": torch.uint8, "BOOL": torch.bool}  # fmt: skip
+
+
+def read_safetensors(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, tensor) pairs of a .safetensors file, one at a time, each read into its own memory.
+
+    The format is an 8-byte little-endian header length, a JSON header (name -> dtype, shape,
+    byte offsets) and the raw bytes. `load_checkpoint` maps the whole file into memory at once;
+    reading tensor by tensor with plain reads lets a converter drop what it has used (q, k, v
+    once fused), so a 346 MB checkpoint needs 346 MB, not 346 MB plus the parts it fused.
+    """
+    with open(Path(path).expanduser(), "rb") as file:
+        (header_size,) = struct.unpack("<Q", file.read(8))
+        header = json.loads(file.read(header_size))
+        header.pop("__metadata__", None)
+        start = 8 + header_size
+        for name, entry in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
+            if entry["dtype"] not in _SAFETENSORS_DTYPES:
+                raise ValueError(f"{name}: dtype {entry['dtype']} is not one this reader knows ({sorted(_SAFETENSORS_DTYPES)})")
+            begin, end = entry["data_offsets"]
+            raw = torch.empty(end - begin, dtype=torch.uint8)
+            file.seek(start + begin)
+            if file.readinto(raw.numpy()) != end - begin:
+                raise ValueError(f"{path} ends inside tensor {name}: a partial download?")
+            yield name, raw.view(_SAFETENSORS_DTYPES[entry["dtype"]]).reshape(entry["shape"])
+
+
+def vit_b16_path(cache_dir: str | Path = CACHE_DIR) -> Path:
+    """Where the ViT-B/16 weights are looked for and downloaded to:
+    cache_dir/google--vit-base-patch16-224/model.safetensors."""
+    return Path(cache_dir).expanduser() / VIT_B16_REPO.replace("/", "--") / "model.safetensors"
+
+
+def find_vit_b16(cache_dir: str | Path = CACHE_DIR) -> Path | None:
+    """The ViT-B/16 weights file if it is on disk (see vit_b16_path), else None; never downloads."""
+    path = vit_b16_path(cache_dir)
+    return path if path.is_file() else None
+
+
+def load_vit_b16(path: str | Path | None = None) -> VisionTransformer:
+    """The published ViT-B/16 (ImageNet-21k pre-trained, ImageNet-1k fine-tuned, 224 px) in the
+    course's VisionTransformer, from its Hugging Face file (default: vit_b16_path()).
+
+    The file holds tensors only; VIT_B16_HF_CONFIG supplies what they cannot say (12 heads,
+    LayerNorm eps 1e-12). It is read tensor by tensor and the tensors become the model's
+    (assign=True): 346 MB of memory, not twice that. Feed it images normalised with
+    utils.imagenet.normalize.
+    """
+    path = vit_b16_path() if path is None else Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no ViT-B/16 weights at {path}: run `make weights` (or utils.pretrained.download_vit_b16()) "
+            f"once online, or download model.safetensors from https://huggingface.co/{VIT_B16_REPO} "
+            "and put it there"
+        )
+    return from_hf(read_safetensors(path), VIT_B16_HF_CONFIG, assign=True)  # q, k, v fused as they are read
+
+
 def download_vit_b16(cache_dir: str | Path = CACHE_DIR) -> Path:
-    """Path of ViT-B/16's ImageNet weights (Hugging Face layout, 346 MB), downloaded once into
-    cache_dir/google--vit-base-patch16-224/model.safetensors; load with
-    `from_hf(load_checkpoint(path))`. Needs huggingface_hub and the internet the first time."""
-    folder = Path(cache_dir).expanduser() / VIT_B16_REPO.replace("/", "--")
-    path = folder / "model.safetensors"
+    """Path of ViT-B/16's ImageNet weights (Hugging Face layout, 346 MB), downloaded once to
+    vit_b16_path(cache_dir); load with `load_vit_b16(path)`. Needs the internet the first time."""
+    path = vit_b16_path(cache_dir)
     if path.is_file():
         return path
     try:
         from huggingface_hub import hf_hub_download
 
-        return Path(hf_hub_download(VIT_B16_REPO, "model.safetensors", local_dir=folder))
+        return Path(hf_hub_download(VIT_B16_REPO, "model.safetensors", local_dir=path.parent))
     except Exception as error:
         raise RuntimeError(
             f"could not download the weights ({type(error).__name__}: {error}). Without internet: "

@@ -5,6 +5,8 @@ tests can drive them, and redraws only its own figure when a control moves. Disp
 leaving it as a cell's last expression, or with `display(widget)`.
 """
 
+from collections.abc import Callable
+
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
@@ -131,6 +133,8 @@ class AttentionExplorer(widgets.VBox):
         labels: optional (B,) true class indices, and `classes` their names.
         regions: optional (B, rows, cols) bool patches of interest (e.g. the objects); the
             summary then reports the share of the map that falls on them.
+        preprocess: optional function applied to the images before the model (e.g.
+            utils.imagenet.normalize for the published ViT-B/16); the picture shows them as given.
     """
 
     def __init__(
@@ -140,6 +144,7 @@ class AttentionExplorer(widgets.VBox):
         labels: torch.Tensor | None = None,
         classes: list[str] | None = None,
         regions: torch.Tensor | None = None,
+        preprocess: Callable[[torch.Tensor], torch.Tensor] | None = None,
         size: float = 3.2,
     ):
         config = model.config
@@ -150,6 +155,7 @@ class AttentionExplorer(widgets.VBox):
         if regions is not None and tuple(regions.shape) != (len(images), rows, cols):
             raise ValueError(f"expected regions (B, rows, cols) = ({len(images)}, {rows}, {cols}), got {tuple(regions.shape)}")
         self.model, self.images, self.labels, self.classes, self.regions = model, images, labels, classes, regions
+        self.preprocess = preprocess or (lambda images: images)
         self.grid_size, self.patch_size = (rows, cols), model.patch_embed.patch_size
         self.prefix = model.num_prefix_tokens
         self._cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -200,7 +206,7 @@ class AttentionExplorer(widgets.VBox):
             was_training = self.model.training
             self.model.eval()
             with torch.no_grad():
-                logits, attn = self.model(self.images[index : index + 1], return_attention=True)
+                logits, attn = self.model(self.preprocess(self.images[index : index + 1]), return_attention=True)
             self.model.train(was_training)
             self._cache[index] = attn[:, 0].float().cpu(), logits[0].float().cpu()
         return self._cache[index]
