@@ -130,7 +130,8 @@ def test_hf_to_timm_takes_pairs_in_any_order_and_fuses_as_they_come():
     assert got.keys() == expected.keys()
     assert all(torch.equal(got[name], expected[name]) for name in expected)
     q, k, v = got["blocks.2.attn.qkv.weight"].chunk(3)
-    assert torch.equal(q, state["vit.layers.2.attention.q_proj.weight"]) and torch.equal(v, state["vit.layers.2.attention.v_proj.weight"])
+    assert torch.equal(q, state["vit.layers.2.attention.q_proj.weight"])
+    assert torch.equal(v, state["vit.layers.2.attention.v_proj.weight"])
 
 
 def test_hf_to_timm_rejects_q_k_v_of_different_shapes():
@@ -176,6 +177,10 @@ def test_read_safetensors_reads_what_safetensors_wrote(tmp_path):
     truncated.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(ValueError, match="partial download"):
         dict(read_safetensors(truncated))
+    for broken in [b"", b"\x05\x00", path.read_bytes()[:20]]:  # an empty file, a cut length, a cut header
+        truncated.write_bytes(broken)
+        with pytest.raises(ValueError, match="no .safetensors file"):
+            dict(read_safetensors(truncated))
 
 
 def test_the_vit_b16_file_is_looked_for_in_the_cache_dir_and_never_fetched(tmp_path):

@@ -143,7 +143,9 @@ _HF_LAYER = re.compile(r"(?:encoder\.layer|layers)\.(\d+)\.(.+)\.(weight|bias)")
 _HF_DROPPED = ("pooler.", "embeddings.mask_token")
 
 
-def hf_to_timm(state_dict: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+def hf_to_timm(
+    state_dict: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
+) -> dict[str, torch.Tensor]:
     """Rename a Hugging Face ViT state dict to timm's names and fuse q, k, v.
 
     Takes ViTForImageClassification's keys ("vit." prefix) or a bare ViTModel's, in the hub
@@ -254,13 +256,18 @@ def read_safetensors(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
     once fused), so a 346 MB checkpoint needs 346 MB, not 346 MB plus the parts it fused.
     """
     with open(Path(path).expanduser(), "rb") as file:
-        (header_size,) = struct.unpack("<Q", file.read(8))
-        header = json.loads(file.read(header_size))
+        size = file.read(8)
+        header_size = struct.unpack("<Q", size)[0] if len(size) == 8 else 0
+        header = file.read(header_size)
+        if len(header) != header_size or not header.startswith(b"{"):
+            raise ValueError(f"{path} is no .safetensors file (an 8-byte length, a JSON header): a partial download?")
+        header = json.loads(header)
         header.pop("__metadata__", None)
         start = 8 + header_size
         for name, entry in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
             if entry["dtype"] not in _SAFETENSORS_DTYPES:
-                raise ValueError(f"{name}: dtype {entry['dtype']} is not one this reader knows ({sorted(_SAFETENSORS_DTYPES)})")
+                known = ", ".join(_SAFETENSORS_DTYPES)
+                raise ValueError(f"{name}: dtype {entry['dtype']} is not one this reader knows ({known})")
             begin, end = entry["data_offsets"]
             raw = torch.empty(end - begin, dtype=torch.uint8)
             file.seek(start + begin)
