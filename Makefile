@@ -11,21 +11,33 @@ LAB_ARGS ?=
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: lab test test-lib test-notebook run-notebooks checkpoints exercises budget check-binder bench weights clean
+.PHONY: lab test test-lib test-notebook lint format run-notebooks checkpoints exercises measure check-binder bench weights clean
 
 ## make lab: set up .venv and open JupyterLab on lesson 1
 lab: $(VENV)/.runtime
 	$(BIN)/jupyter lab --port=$(PORT) --ServerApp.root_dir=. \
 	  --LabApp.default_url=/lab/tree/notebooks/01_patches.ipynb $(ROOT_FLAG) $(LAB_ARGS)
 
-## make test: set up .venv with the dev tools, run the library tests and re-execute every notebook
+## make test: set up .venv with the dev tools, lint, then every test: the library, each lesson once
+## under nbval, the exercises, JupyterLab in a browser and the ViT-B/16 stand-in
 ## (VIT_QUICK=1: lesson 6 trains with its short budgets, a few minutes instead of ten)
-test: $(VENV)/.dev
+test: lint
 	VIT_QUICK=1 $(BIN)/python -m pytest $(NBVAL_FLAGS) tests $(NOTEBOOKS)
 
-## make test-lib: the library tests alone (fast)
+## make test-lib: the fast tier, the library's unit tests alone (under a minute): no kernel, no
+## browser, no ViT-B/16 stand-in (the markers notebook, browser and slow in pyproject.toml)
 test-lib: $(VENV)/.dev
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests -m "not notebook and not browser and not slow"
+
+## make lint: ruff's rules and formatting on the library, the tests, the tools and the lessons
+lint: $(VENV)/.dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+## make format: apply ruff's safe fixes and its formatting (then look at the diff)
+format: $(VENV)/.dev
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 ## make test-notebook NB=notebooks/01_patches.ipynb: re-execute one notebook under nbval
 test-notebook: $(VENV)/.dev
@@ -39,15 +51,15 @@ run-notebooks: $(VENV)/.dev
 
 ## make checkpoints: retrain the tiny ViTs shipped in utils/checkpoints (reproducible on a CPU)
 checkpoints: $(VENV)/.runtime
-	$(BIN)/python -m utils.trained
+	$(BIN)/python tools/train_checkpoints.py
 
 ## make exercises: learner copies of every lesson in exercises/, solutions blanked (for workshops)
 exercises: $(VENV)/.runtime
 	$(BIN)/python tools/exercises.py exercises
 
-## make budget: each lesson's wall time and kernel peak memory, full budgets, into the README,
+## make measure: each lesson's wall time and kernel peak memory, full budgets, into the README,
 ## without touching the notebooks (fails if a kernel passes Binder's 1 GB; about 10 minutes)
-budget: $(VENV)/.dev
+measure: $(VENV)/.dev
 	$(BIN)/python tools/notebook_budget.py --readme
 
 ## make check-binder: build a scratch venv from binder/ (torch from PyPI's CPU wheel instead of the
@@ -58,9 +70,9 @@ check-binder:
 ## make weights: download the published ViT-B/16 (346 MB, once, online) for lesson 8 into
 ## ~/.cache/vit-from-scratch/weights/ (or $$VIT_WEIGHTS_DIR); nothing else ever downloads weights
 weights: $(VENV)/.runtime
-	$(BIN)/python -c "from utils.pretrained import download_vit_b16; print(download_vit_b16())"
+	$(BIN)/python -c "from utils.weights import download_vit_b16; print(download_vit_b16())"
 
-## make bench: time the attention paths and the tiny ViT's training (the README's Performance table)
+## make bench: time the attention implementations and the tiny ViT's training (the README's Performance table)
 bench: $(VENV)/.runtime
 	$(BIN)/python -m utils.bench
 

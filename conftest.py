@@ -28,7 +28,9 @@ def pytest_runtest_makereport(item, call):
     KERNEL_PEAKS[name] = max(peak, KERNEL_PEAKS.get(name, 0.0))
     if peak > LIMIT_MB:
         report.outcome = "failed"
-        report.longrepr = f"{name}: the kernel's memory peaked at {peak:.0f} MB by this cell; Binder guarantees {LIMIT_MB} MB"
+        report.longrepr = (
+            f"{name}: the kernel's memory peaked at {peak:.0f} MB by this cell; Binder guarantees {LIMIT_MB} MB"
+        )
 
 
 def pytest_terminal_summary(terminalreporter):

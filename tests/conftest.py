@@ -1,5 +1,6 @@
 """Shared test setup: draw without a screen, close every figure a test made, and serve
-JupyterLab through the README's `make lab` for the tests that need it."""
+JupyterLab through the README's `make lab` for the tests that need it; count the explicit
+attention's calls."""
 
 import os
 import signal
@@ -7,14 +8,14 @@ import socket
 import subprocess
 import time
 import urllib.request
-from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+from lessons import ROOT, TOKEN
 
 
 @pytest.fixture(autouse=True)
@@ -23,8 +24,20 @@ def close_figures():
     plt.close("all")
 
 
-ROOT = Path(__file__).resolve().parents[1]
-TOKEN = "course-test-token"
+@pytest.fixture
+def explicit_attention_calls(monkeypatch) -> list[int]:
+    """A list that grows by one at every call of the course's explicit attention (the one that
+    builds the weights); the fused kernel leaves it alone."""
+    import utils.attention
+
+    calls = []
+    explicit = utils.attention.scaled_dot_product_attention
+    monkeypatch.setattr(
+        utils.attention,
+        "scaled_dot_product_attention",
+        lambda *args, **kwargs: calls.append(1) or explicit(*args, **kwargs),
+    )
+    return calls
 
 
 def free_port() -> int:

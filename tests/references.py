@@ -42,9 +42,15 @@ def torch_layer_from(block: EncoderBlock) -> nn.TransformerEncoderLayer:
     """nn.TransformerEncoderLayer holding the block's weights (same pre/post-norm, same eps)."""
     dim, hidden = block.mlp.fc1.in_features, block.mlp.fc1.out_features
     layer = nn.TransformerEncoderLayer(
-        dim, block.attn.num_heads, dim_feedforward=hidden, dropout=0.0, activation="gelu",
-        batch_first=True, norm_first=block.norm_first, layer_norm_eps=block.norm1.eps,
-    )  # fmt: skip
+        dim,
+        block.attn.num_heads,
+        dim_feedforward=hidden,
+        dropout=0.0,
+        activation="gelu",
+        batch_first=True,
+        norm_first=block.norm_first,
+        layer_norm_eps=block.norm1.eps,
+    )
     copy_attention_(layer.self_attn, block.attn)
     layer.linear1.load_state_dict(block.mlp.fc1.state_dict())
     layer.linear2.load_state_dict(block.mlp.fc2.state_dict())
@@ -56,10 +62,13 @@ def torch_layer_from(block: EncoderBlock) -> nn.TransformerEncoderLayer:
 def to_hub_file_layout(state_dict: dict) -> dict:
     """transformers 5.24's names -> those of the hub's checkpoint files (older transformers)."""
     renames = {
-        "attention.q_proj": "attention.attention.query", "attention.k_proj": "attention.attention.key",
-        "attention.v_proj": "attention.attention.value", "attention.o_proj": "attention.output.dense",
-        "mlp.fc1": "intermediate.dense", "mlp.fc2": "output.dense",
-    }  # fmt: skip
+        "attention.q_proj": "attention.attention.query",
+        "attention.k_proj": "attention.attention.key",
+        "attention.v_proj": "attention.attention.value",
+        "attention.o_proj": "attention.output.dense",
+        "mlp.fc1": "intermediate.dense",
+        "mlp.fc2": "output.dense",
+    }
     out = {}
     for name, tensor in state_dict.items():
         if m := re.fullmatch(r"(vit\.)?layers\.(\d+)\.(.+)\.(weight|bias)", name):

@@ -5,9 +5,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from references import randomize_, torch_mha_from
+
 from utils.attention import MultiHeadSelfAttention, merge_heads, scaled_dot_product_attention, split_heads
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -76,9 +75,7 @@ def test_sdpa_with_full_causal_mask():
     mask = torch.ones(N, N, dtype=torch.bool).tril()  # (N, N), broadcast over B and heads
     out, weights = scaled_dot_product_attention(q, k, v, mask)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **TOL)
-    torch.testing.assert_close(
-        out, F.scaled_dot_product_attention(q, k, v, is_causal=True), **TOL
-    )
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), **TOL)
     assert torch.all(weights[..., ~mask] == 0)
     assert torch.equal(weights[..., 0, 0], torch.ones(B, H))  # the first query sees only itself
 
@@ -156,9 +153,7 @@ def test_mhsa_with_key_padding_mask_matches_torch():
     x = torch.randn(B, N, D)
     padding = torch.arange(N)[None, :] >= torch.tensor([6, 3, 1])[:, None]  # torch: True = ignore
     out, weights = ours(x, mask=~padding[:, None, None, :], return_attention=True)
-    ref_out, ref_weights = mha(
-        x, x, x, key_padding_mask=padding, need_weights=True, average_attn_weights=False
-    )
+    ref_out, ref_weights = mha(x, x, x, key_padding_mask=padding, need_weights=True, average_attn_weights=False)
     torch.testing.assert_close(out, ref_out, **TOL)
     torch.testing.assert_close(weights, ref_weights, **TOL)
 
@@ -223,7 +218,7 @@ def test_split_heads_rejects_a_width_not_divisible_by_the_heads():
         split_heads(torch.randn(1, 2, 10), 3)
 
 
-# ---- the two paths: explicit weights, or torch's fused kernel ----------------------------
+# ---- the two implementations: explicit weights, or torch's fused kernel ------------------
 
 
 @pytest.fixture
@@ -256,10 +251,10 @@ def ran(calls) -> str:
     return which[0]
 
 
-def test_auto_path_fused_when_training_without_weights(calls):
+def test_auto_implementation_fused_when_training_without_weights(calls):
     attn = MultiHeadSelfAttention(16, 4)
     x = torch.randn(2, 5, 16)
-    assert attn.path == "auto"
+    assert attn.implementation == "auto"
     attn(x)  # autograd records it: training
     assert ran(calls) == "fused"
     attn.eval()(x)  # eval mode, but autograd still records it
@@ -268,7 +263,7 @@ def test_auto_path_fused_when_training_without_weights(calls):
     assert ran(calls) == "fused"
 
 
-def test_auto_path_explicit_when_weights_are_requested_or_without_autograd(calls):
+def test_auto_implementation_explicit_when_weights_are_requested_or_without_autograd(calls):
     attn = MultiHeadSelfAttention(16, 4)
     x = torch.randn(2, 5, 16)
     attn(x, return_attention=True)
@@ -286,20 +281,20 @@ def test_auto_path_explicit_when_weights_are_requested_or_without_autograd(calls
     assert ran(calls) == "fused"
 
 
-def test_forced_paths(calls):
+def test_forced_implementations(calls):
     attn = MultiHeadSelfAttention(16, 4)
     x = torch.randn(2, 5, 16)
-    attn.path = "explicit"
+    attn.implementation = "explicit"
     attn(x)
     assert ran(calls) == "explicit"
-    attn.path = "fused"
+    attn.implementation = "fused"
     with torch.no_grad():
         attn(x)
     assert ran(calls) == "fused"
-    attn(x, return_attention=True)  # the weights win over the path
+    attn(x, return_attention=True)  # the weights win over the implementation
     assert ran(calls) == "explicit"
-    attn.path = "flash"
-    with pytest.raises(ValueError, match=r"path must be one of \('auto', 'explicit', 'fused'\), got 'flash'"):
+    attn.implementation = "flash"
+    with pytest.raises(ValueError, match=r"implementation must be one of \('auto', 'explicit', 'fused'\), got 'flash'"):
         attn(x)
 
 
@@ -330,14 +325,14 @@ MASKS = {
 
 
 @pytest.mark.parametrize("mask_name", MASKS)
-def test_fused_and_explicit_paths_agree_in_outputs_and_gradients(mask_name):
+def test_fused_and_explicit_implementations_agree_in_outputs_and_gradients(mask_name):
     torch.manual_seed(0)
     mask = MASKS[mask_name]
     explicit = randomize_(MultiHeadSelfAttention(16, 4)).train()  # dropout 0: train mode is exact
-    explicit.path = "explicit"
+    explicit.implementation = "explicit"
     fused = MultiHeadSelfAttention(16, 4).train()
     fused.load_state_dict(explicit.state_dict())
-    fused.path = "fused"
+    fused.implementation = "fused"
     x = torch.randn(3, 7, 16)
     grad_out = torch.randn(3, 7, 16)
     results = []
@@ -353,14 +348,14 @@ def test_fused_and_explicit_paths_agree_in_outputs_and_gradients(mask_name):
     assert grads_e.keys() == grads_f.keys() == {"qkv.weight", "qkv.bias", "proj.weight", "proj.bias"}
     for name in grads_e:
         torch.testing.assert_close(grads_f[name], grads_e[name], **TOL, msg=name)
-    if mask is not None:  # and a mask matters on both paths
+    if mask is not None:  # and a mask matters in both implementations
         assert not torch.allclose(fused(x), out_f, atol=1e-3)
 
 
-def test_fused_path_applies_attention_dropout_in_training_only(calls):
+def test_fused_implementation_applies_attention_dropout_in_training_only(calls):
     torch.manual_seed(0)
     attn = MultiHeadSelfAttention(16, 4, attn_drop=0.5)
-    attn.path = "fused"
+    attn.implementation = "fused"
     x = torch.randn(2, 9, 16)
     a, b = attn(x), attn(x)
     assert calls["dropout_p"] == [0.5, 0.5]
@@ -373,24 +368,24 @@ def test_fused_path_applies_attention_dropout_in_training_only(calls):
     torch.testing.assert_close(attn(x), reference(x, return_attention=True)[0], **TOL)
 
 
-def test_fused_path_dropout_matches_the_explicit_one_on_average():
+def test_fused_implementation_dropout_matches_the_explicit_one_on_average():
     # each weight is kept with probability 1 - p and scaled by 1 / (1 - p): the mean output is
-    # the output without dropout, on both paths
+    # the output without dropout, in both implementations
     torch.manual_seed(0)
     attn = randomize_(MultiHeadSelfAttention(8, 2, attn_drop=0.3)).train()
     x = torch.randn(1, 6, 8).expand(4000, 6, 8)
     with torch.no_grad():
         expected = attn.eval()(x[:1])
         attn.train()
-        for path in ("explicit", "fused"):
-            attn.path = path
+        for implementation in ("explicit", "fused"):
+            attn.implementation = implementation
             mean = attn(x).mean(0, keepdim=True)
-            torch.testing.assert_close(mean, expected, atol=0.1, rtol=0, msg=path)
+            torch.testing.assert_close(mean, expected, atol=0.1, rtol=0, msg=implementation)
 
 
-def test_fused_path_checks_the_mask_like_the_explicit_one():
+def test_fused_implementation_checks_the_mask_like_the_explicit_one():
     attn = MultiHeadSelfAttention(16, 4)
-    attn.path = "fused"
+    attn.implementation = "fused"
     x = torch.randn(2, 4, 16)
     with pytest.raises(ValueError, match=r"boolean mask.*got torch.float32"):
         attn(x, torch.zeros(4, 4))

@@ -6,9 +6,17 @@ import pytest
 import torch
 
 from utils.attention import MultiHeadSelfAttention
-from utils.bench import attention_cases, format_table, main, run_benchmark, saved_bytes, set_attention_path
+from utils.bench import (
+    attention_cases,
+    bench_training,
+    format_table,
+    main,
+    run_benchmark,
+    saved_bytes,
+    set_attention_implementation,
+)
 
-PATHS = {"explicit", "fused", "mha"}
+IMPLEMENTATIONS = {"explicit", "fused", "mha"}
 
 
 THREADS_BEFORE = torch.get_num_threads()
@@ -20,21 +28,21 @@ def results():
 
 
 def attention_rows(results) -> dict[tuple[int, int], dict[str, dict]]:
-    """{(tokens, dim): {path: row}} for the attention rows."""
+    """{(tokens, dim): {implementation: row}} for the attention rows."""
     rows = {}
     for r in results:
         if r["benchmark"] == "attention":
-            rows.setdefault((r["tokens"], r["dim"]), {})[r["path"]] = r
+            rows.setdefault((r["tokens"], r["dim"]), {})[r["implementation"]] = r
     return rows
 
 
-def test_every_case_has_every_path(results):
+def test_every_case_has_every_implementation(results):
     rows = attention_rows(results)
     assert set(rows) == {(17, 64), (65, 64), (257, 64), (1025, 64), (197, 768)}
-    for case, by_path in rows.items():
-        assert set(by_path) == PATHS, case
+    for case, by_implementation in rows.items():
+        assert set(by_implementation) == IMPLEMENTATIONS, case
     training = [r for r in results if r["benchmark"] == "training"]
-    assert {r["path"] for r in training} == {"explicit", "fused"}
+    assert {r["implementation"] for r in training} == {"explicit", "fused"}
     assert all(r["tokens"] == 65 and r["dim"] == 64 for r in training)  # ViTConfig.tiny()
 
 
@@ -43,25 +51,25 @@ def test_numbers_are_finite_and_ratios_positive(results):
     for r in results:
         extra = ["infer_ms", "infer_speedup"] if r["benchmark"] == "attention" else ["images_per_s"]
         for key in keys + extra:
-            assert math.isfinite(r[key]) and r[key] > 0, (r["benchmark"], r["path"], key, r[key])
-        if r["path"] == "explicit":  # the ratios are relative to the explicit path
+            assert math.isfinite(r[key]) and r[key] > 0, (r["benchmark"], r["implementation"], key, r[key])
+        if r["implementation"] == "explicit":  # the ratios are relative to the explicit implementation
             assert r["speedup"] == 1.0 and r["memory_ratio"] == 1.0
     for r in results:
         if r["benchmark"] == "training":
             assert r["images_per_s"] == pytest.approx(r["batch"] / (r["ms"] / 1e3))
 
 
-def test_the_explicit_path_keeps_the_weights_and_grows_quadratically(results):
+def test_the_explicit_implementation_keeps_the_weights_and_grows_quadratically(results):
     rows = attention_rows(results)
-    for (tokens, dim), by_path in rows.items():
-        e, f = by_path["explicit"], by_path["fused"]
+    for (tokens, _dim), by_implementation in rows.items():
+        e, f = by_implementation["explicit"], by_implementation["fused"]
         weights_bytes = e["batch"] * e["heads"] * tokens**2 * 4  # (B, heads, N, N) float32
         assert e["saved_bytes"] >= weights_bytes  # the softmax weights are kept for backward
         assert f["saved_bytes"] < e["saved_bytes"]
-        assert by_path["mha"]["saved_bytes"] < e["saved_bytes"]
+        assert by_implementation["mha"]["saved_bytes"] < e["saved_bytes"]
 
-    def per_image(tokens, path):
-        row = rows[tokens, 64][path]
+    def per_image(tokens, implementation):
+        row = rows[tokens, 64][implementation]
         return row["saved_bytes"] / row["batch"]
 
     # 4x the tokens: N^2 gives 16x, N gives 4x
@@ -71,8 +79,8 @@ def test_the_explicit_path_keeps_the_weights_and_grows_quadratically(results):
     assert 3.5 < fused_growth < 4.5, fused_growth
 
 
-def test_training_the_tiny_vit_keeps_less_on_the_fused_path(results):
-    training = {r["path"]: r for r in results if r["benchmark"] == "training"}
+def test_training_the_tiny_vit_keeps_less_when_fused(results):
+    training = {r["implementation"]: r for r in results if r["benchmark"] == "training"}
     e, f = training["explicit"], training["fused"]
     assert f["saved_bytes"] < e["saved_bytes"]
     assert f["memory_ratio"] == pytest.approx(f["saved_bytes"] / e["saved_bytes"])
@@ -96,19 +104,42 @@ def test_token_counts_are_the_courses():
     cases = attention_cases()
     # 8x8 digits / 2 px, 32 px / 4 px (the tiny ViT), 64 px / 4 px, 128 px / 4 px, plus cls; ViT-B/16
     assert [(c["tokens"], c["dim"], c["heads"]) for c in cases] == [
-        (17, 64, 4), (65, 64, 4), (257, 64, 4), (1025, 64, 4), (197, 768, 12),
-    ]  # fmt: skip
+        (17, 64, 4),
+        (65, 64, 4),
+        (257, 64, 4),
+        (1025, 64, 4),
+        (197, 768, 12),
+    ]
     assert all(c["batch"] * (c["tokens"] - 1) == 2048 for c in cases[:4])  # equal linear work
 
 
 def test_saved_bytes_counts_each_storage_once_and_skips_parameters():
     layer = MultiHeadSelfAttention(8, 2)
     x = torch.randn(3, 5, 8, requires_grad=True)
-    explicit = saved_bytes(lambda: set_attention_path(layer, "explicit")(x), exclude=list(layer.parameters()))
+    explicit = saved_bytes(lambda: set_attention_implementation(layer, "explicit")(x), exclude=list(layer.parameters()))
     # x (3*5*8), qkv (3*5*24, q, k and v are views of it), weights (3*2*5*5), merged heads (3*5*8)
     assert explicit == 4 * (3 * 5 * 8 + 3 * 5 * 24 + 3 * 2 * 5 * 5 + 3 * 5 * 8)
     with_params = saved_bytes(lambda: layer(x))
     assert with_params == explicit + 4 * (8 * 8 + 24 * 8)  # the qkv and proj weights
+
+
+def test_set_attention_implementation_sets_every_layer_and_rejects_unknown_names():
+    model = torch.nn.Sequential(MultiHeadSelfAttention(8, 2), MultiHeadSelfAttention(8, 2))
+    assert set_attention_implementation(model, "fused") is model
+    assert [layer.implementation for layer in model] == ["fused", "fused"]
+    with pytest.raises(ValueError, match="implementation must be one of"):
+        set_attention_implementation(model, "flash")
+
+
+def test_training_is_timed_with_the_library_train_step(monkeypatch):
+    import utils.bench
+
+    calls = []
+    library_step = utils.bench.train_step
+    monkeypatch.setattr(utils.bench, "train_step", lambda *args, **kw: calls.append(1) or library_step(*args, **kw))
+    rows = bench_training(batch=4, warmup=1, repeats=1)
+    assert len(calls) == 2 * 2  # explicit and fused, one warm-up and one timed step each
+    assert [r["implementation"] for r in rows] == ["explicit", "fused"]
 
 
 def test_main_prints_the_machine_and_the_table(results, capsys, monkeypatch):

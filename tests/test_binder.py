@@ -7,7 +7,8 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from lessons import ROOT
+
 BINDER = ROOT / "binder"
 
 
@@ -57,8 +58,10 @@ def schema_of(plugin: str) -> dict:
     """The settings schema of a JupyterLab plugin ("package:plugin") as installed in this venv."""
     package, name = plugin.split(":")
     share = Path(sys.prefix) / "share" / "jupyter"
-    for path in [share / "lab" / "schemas" / package / f"{name}.json",
-                 share / "labextensions" / package / "schemas" / package / f"{name}.json"]:  # fmt: skip
+    for path in [
+        share / "lab" / "schemas" / package / f"{name}.json",
+        share / "labextensions" / package / "schemas" / package / f"{name}.json",
+    ]:
         if path.exists():
             return json.loads(path.read_text())
     raise AssertionError(f"no settings schema for {plugin} in {share}")
@@ -83,7 +86,9 @@ def test_make_lab_uses_the_same_settings():
 
 def test_readme_badge_opens_lesson_1_in_jupyterlab():
     readme = (ROOT / "README.md").read_text()
-    badge = re.search(r"\[!\[Binder\]\(https://mybinder\.org/badge_logo\.svg\)\]\((https://mybinder\.org/v2/gh/[^)]+)\)", readme)
+    badge = re.search(
+        r"\[!\[Binder\]\(https://mybinder\.org/badge_logo\.svg\)\]\((https://mybinder\.org/v2/gh/[^)]+)\)", readme
+    )
     assert badge, "no Binder badge in the README"
     assert badge[1].endswith("?urlpath=lab/tree/notebooks/01_patches.ipynb")
     assert (ROOT / "notebooks" / "01_patches.ipynb").exists()

@@ -3,8 +3,8 @@
 import pytest
 import torch
 import torch.nn.functional as F
-
 from references import randomize_, torch_mha_from
+
 from utils import MultiHeadSelfAttention, merge_heads, scaled_dot_product_attention, split_heads
 from utils.checks.core import CheckFailed
 from utils.checks.multi_head import (
@@ -13,11 +13,6 @@ from utils.checks.multi_head import (
     check_split_heads,
     reference_multi_head,
 )
-
-
-def blank(*args):
-    raise NotImplementedError("write it")
-
 
 # --- split_heads ---------------------------------------------------------------------------
 
@@ -53,11 +48,6 @@ def test_check_split_heads_passes_the_reference(capsys):
     assert capsys.readouterr().out.count("✓ split_heads") == 2
 
 
-def test_check_split_heads_lets_the_blank_exercise_raise():
-    with pytest.raises(NotImplementedError):
-        check_split_heads(blank)
-
-
 # --- merge_heads ---------------------------------------------------------------------------
 
 
@@ -87,11 +77,6 @@ def test_check_merge_heads_passes_the_reference(capsys):
     check_merge_heads(merge_heads)
     check_merge_heads(lambda x: x.permute(0, 2, 1, 3).flatten(2))
     assert capsys.readouterr().out.count("✓ merge_heads") == 2
-
-
-def test_check_merge_heads_lets_the_blank_exercise_raise():
-    with pytest.raises(NotImplementedError):
-        check_merge_heads(blank)
 
 
 # --- the whole forward ---------------------------------------------------------------------
@@ -138,11 +123,6 @@ def test_check_multi_head_attention_passes_a_correct_forward(capsys):
     check_multi_head_attention(written_out)
     check_multi_head_attention(reference_multi_head)
     assert capsys.readouterr().out.count("✓ multi_head_attention") == 2
-
-
-def test_check_multi_head_attention_lets_the_blank_exercise_raise():
-    with pytest.raises(NotImplementedError):
-        check_multi_head_attention(blank)
 
 
 def test_the_mistake_switches_default_to_torch_multihead_attention():

@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 
 from utils.embeddings import (
+    grid_coordinates,
+    grid_distance,
     neighbour_similarity,
     pos_embed_similarity,
     prepend_cls_token,
@@ -13,6 +15,7 @@ from utils.embeddings import (
     sincos_pos_embed_2d,
     trunc_normal_,
 )
+from utils.patches import patchify
 
 
 def numpy_sincos_2d(rows: int, cols: int, D: int) -> np.ndarray:
@@ -23,9 +26,7 @@ def numpy_sincos_2d(rows: int, cols: int, D: int) -> np.ndarray:
     row, col = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
     row, col = row.reshape(-1), col.reshape(-1)  # row-major: the column varies fastest
     col_angles, row_angles = np.outer(col, omega), np.outer(row, omega)
-    return np.concatenate(
-        [np.sin(col_angles), np.cos(col_angles), np.sin(row_angles), np.cos(row_angles)], axis=1
-    )
+    return np.concatenate([np.sin(col_angles), np.cos(col_angles), np.sin(row_angles), np.cos(row_angles)], axis=1)
 
 
 # ---- trunc_normal_ ----------------------------------------------------------------------
@@ -103,9 +104,7 @@ def test_resize_to_the_same_grid_is_an_equal_copy():
     assert resized.data_ptr() != table.data_ptr()  # a copy, not the same storage
 
 
-@pytest.mark.parametrize(
-    "old, new, prefix", [(14, 24, 1), (4, 7, 1), ((3, 5), (6, 2), 1), (6, 3, 0), (4, 8, 2)]
-)
+@pytest.mark.parametrize("old, new, prefix", [(14, 24, 1), (4, 7, 1), ((3, 5), (6, 2), 1), (6, 3, 0), (4, 8, 2)])
 def test_resize_shape_and_prefix_tokens_kept_exactly(old, new, prefix):
     torch.manual_seed(0)
     old_rows, old_cols = (old, old) if isinstance(old, int) else old
@@ -201,9 +200,7 @@ def test_sincos_similarity_falls_with_distance_on_the_grid():
 
 def test_neighbour_similarity_of_a_hand_made_matrix():
     # 2 x 2 grid: 0-1 and 0-2 are neighbours (distance 1), 0-3 diagonal (sqrt 2); far: >= 1 apart
-    similarity = torch.tensor(
-        [[1.0, 0.8, 0.6, 0.1], [0.8, 1.0, 0.1, 0.6], [0.6, 0.1, 1.0, 0.8], [0.1, 0.6, 0.8, 1.0]]
-    )
+    similarity = torch.tensor([[1.0, 0.8, 0.6, 0.1], [0.8, 1.0, 0.1, 0.6], [0.6, 0.1, 1.0, 0.8], [0.1, 0.6, 0.8, 1.0]])
     near, far = neighbour_similarity(similarity, 2)
     assert near == pytest.approx(0.7)
     assert far == pytest.approx((8 * 0.7 + 4 * 0.1) / 12)
@@ -216,3 +213,33 @@ def test_neighbour_similarity_of_a_hand_made_matrix():
     assert far == pytest.approx(-(2 + 3 + 2) * 2 / 6, abs=1e-3)
     with pytest.raises(ValueError, match=r"N = 3 x 3 = 9"):
         neighbour_similarity(similarity, 3)
+
+
+# ---- the patch grid -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (2, 3), (4, 1), (3, 5)])
+def test_grid_coordinates_follow_patchify_order(rows, cols):
+    P = 2
+    row_of_pixel = torch.arange(rows * P).div(P, rounding_mode="floor")[:, None].expand(-1, cols * P)
+    col_of_pixel = torch.arange(cols * P).div(P, rounding_mode="floor")[None, :].expand(rows * P, -1)
+    image = torch.stack([row_of_pixel, col_of_pixel]).float()[None]  # (1, 2, H, W): each pixel's patch row, col
+    patches = patchify(image, P)  # (1, N, 2*P*P), channel 0 first
+    expected = torch.stack([patches[0, :, 0], patches[0, :, P * P]], dim=1).long()  # (N, 2)
+    coordinates = grid_coordinates(rows, cols)
+    assert coordinates.shape == (rows * cols, 2) and coordinates.dtype == torch.int64
+    assert torch.equal(coordinates, expected)
+
+
+def test_grid_coordinates_reject_a_grid_that_is_not_one():
+    for rows, cols in [(0, 3), (2, -1), (2.0, 3), (torch.tensor(2.0), 3)]:
+        with pytest.raises(ValueError, match=r"positive whole numbers of rows and columns, got .* x "):
+            grid_coordinates(rows, cols)
+    assert torch.equal(grid_coordinates(np.int64(2), torch.tensor(1)), torch.tensor([[0, 0], [1, 0]]))
+
+
+def test_grid_distance_is_the_euclidean_distance_of_the_coordinates():
+    rows, cols = 3, 4
+    row, col = np.indices((rows, cols)).reshape(2, -1)  # an independent row-major grid
+    expected = np.hypot(row[:, None] - row[None], col[:, None] - col[None])
+    assert torch.equal(grid_distance(rows, cols), torch.from_numpy(expected).float())

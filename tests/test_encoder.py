@@ -3,9 +3,8 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from references import randomize_, torch_layer_from
+
 from utils.encoder import MLP, EncoderBlock
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -112,46 +111,37 @@ def test_mlp_acts_on_each_token_alone():
     assert changed.tolist() == [False, False, False, True, False, False]
 
 
-# ---- the attention path ------------------------------------------------------------------
+# ---- the attention implementation --------------------------------------------------------
 
 
 @pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
-def test_block_requests_weights_only_when_asked(norm_first, monkeypatch):
-    import utils.attention
-
-    explicit_calls = []
-    explicit = utils.attention.scaled_dot_product_attention
-    monkeypatch.setattr(
-        utils.attention,
-        "scaled_dot_product_attention",
-        lambda *args, **kwargs: explicit_calls.append(1) or explicit(*args, **kwargs),
-    )
+def test_block_requests_weights_only_when_asked(norm_first, explicit_attention_calls):
     torch.manual_seed(0)
     block = randomize_(EncoderBlock(16, 4, norm_first=norm_first)).train()
     x = torch.randn(2, 5, 16, requires_grad=True)
     fast = block(x)  # training: the fused kernel, no weights built
     fast.sum().backward()
-    assert explicit_calls == []
+    assert explicit_attention_calls == []
     out, weights = block(x, return_attention=True)
-    assert explicit_calls == [1]
+    assert explicit_attention_calls == [1]
     assert weights.shape == (2, 4, 5, 5)
     torch.testing.assert_close(fast, out, **TOL)
 
 
 @pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
-def test_block_paths_agree_in_outputs_and_gradients(norm_first):
+def test_block_implementations_agree_in_outputs_and_gradients(norm_first):
     torch.manual_seed(0)
     block = randomize_(EncoderBlock(16, 4, norm_first=norm_first)).train()
     x = torch.randn(3, 6, 16)
     mask = (torch.arange(6)[None, :] < torch.tensor([6, 3, 1])[:, None])[:, None, None, :]
     grads = {}
-    for path in ("explicit", "fused"):
-        block.attn.path = path
+    for implementation in ("explicit", "fused"):
+        block.attn.implementation = implementation
         block.zero_grad()
         x_ = x.clone().requires_grad_()
         out = block(x_, mask)
         out.pow(2).sum().backward()
-        grads[path] = (out, x_.grad, {n: p.grad.clone() for n, p in block.named_parameters()})
+        grads[implementation] = (out, x_.grad, {n: p.grad.clone() for n, p in block.named_parameters()})
     (out_e, dx_e, g_e), (out_f, dx_f, g_f) = grads["explicit"], grads["fused"]
     torch.testing.assert_close(out_f, out_e, **TOL)
     torch.testing.assert_close(dx_f, dx_e, **TOL)

@@ -1,5 +1,6 @@
 """Workshop copies (`make exercises`): every blank fails, a wrong answer fails its checker, and
-the solution passes, run in a real kernel where each exercise sits in its lesson."""
+the solution passes, run in a real kernel after the lesson's setup cell (and whatever else the
+exercise cells read), not after the whole lesson: nbval runs each lesson once already."""
 
 import os
 import re
@@ -9,20 +10,18 @@ from pathlib import Path
 import nbformat
 import pytest
 from jupyter_client.manager import start_new_kernel
+from lessons import NOTEBOOKS, cells_needed, read_cells
 
-from tools.exercises import BLANK, is_exercise, learner_copy, replace_solutions, source, write_exercises
+from tools.exercises import BLANK, is_exercise, learner_copy, replace_solutions, write_exercises
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-
-CELL = '''def area(width, height):
+CELL = """def area(width, height):
     # HINT: multiply the "two" sides
     # BEGIN SOLUTION
     return width * height
     # END SOLUTION
 
 
-check_area(area)'''
+check_area(area)"""
 
 
 def test_a_solution_becomes_a_raise_that_carries_the_hint():
@@ -41,12 +40,22 @@ def test_a_learner_copy_keeps_everything_but_the_solutions():
     notebook = {
         "cells": [
             {"cell_type": "markdown", "source": "# Lesson", "metadata": {}},
-            {"cell_type": "code", "source": "x = 1", "outputs": [{"output_type": "stream", "text": "1"}],
-             "execution_count": 1, "metadata": {}},
-            {"cell_type": "code", "source": CELL, "outputs": [{"output_type": "stream", "text": "✓"}],
-             "execution_count": 2, "metadata": {}},
+            {
+                "cell_type": "code",
+                "source": "x = 1",
+                "outputs": [{"output_type": "stream", "text": "1"}],
+                "execution_count": 1,
+                "metadata": {},
+            },
+            {
+                "cell_type": "code",
+                "source": CELL,
+                "outputs": [{"output_type": "stream", "text": "✓"}],
+                "execution_count": 2,
+                "metadata": {},
+            },
         ]
-    }  # fmt: skip
+    }
     copy = learner_copy(notebook)
     assert copy["cells"][:2] == notebook["cells"][:2]
     assert copy["cells"][2]["outputs"] == [] and copy["cells"][2]["execution_count"] is None
@@ -57,7 +66,7 @@ def test_a_learner_copy_keeps_everything_but_the_solutions():
 @pytest.mark.parametrize(
     "text, problem",
     [
-        (CELL.replace("    # HINT: multiply the \"two\" sides\n", ""), "without a '# HINT: ...' line"),
+        (CELL.replace('    # HINT: multiply the "two" sides\n', ""), "without a '# HINT: ...' line"),
         (CELL.replace("    # END SOLUTION\n", ""), "unmatched"),
         (CELL + "\n    # END SOLUTION", "unmatched"),
     ],
@@ -96,8 +105,11 @@ class Kernel:
                 break
         while True:  # its outputs on iopub, until the kernel is idle again
             message = self.client.get_iopub_msg(timeout=timeout)
-            if message["parent_header"].get("msg_id") == msg_id and message["msg_type"] == "status" \
-                    and message["content"]["execution_state"] == "idle":  # fmt: skip
+            if (
+                message["parent_header"].get("msg_id") == msg_id
+                and message["msg_type"] == "status"
+                and message["content"]["execution_state"] == "idle"
+            ):
                 break
         content = reply["content"]
         return content.get("ename") if content["status"] == "error" else None
@@ -109,17 +121,16 @@ class Kernel:
 
 def run_exercises(path: Path) -> dict[str, tuple]:
     """{exercise: (blank's error, wrong answer's error, solution's error)}, run in a fresh kernel
-    in the lesson's order; every other cell up to the last exercise must run without error."""
-    cells = nbformat.read(path, as_version=4).cells
+    in the lesson's order, after the setup cell and any earlier cell that defines a name the
+    exercise cells read; those cells must run without error."""
+    cells = read_cells(path)
     exercises = [i for i, cell in enumerate(cells) if is_exercise(cell)]
     assert exercises, f"{path.name} has no exercise"
     kernel, outcomes = Kernel(path.parent), {}
     try:
         kernel.run("%matplotlib inline")  # as in JupyterLab
-        for index, cell in enumerate(cells[: exercises[-1] + 1]):
-            if cell.cell_type != "code":
-                continue
-            text = source(cell)
+        for index in cells_needed(cells, exercises):
+            text = cells[index]["source"]
             if index not in exercises:
                 assert kernel.run(text) is None, f"{path.name}: cell {index} failed"
                 continue
@@ -132,12 +143,12 @@ def run_exercises(path: Path) -> dict[str, tuple]:
     return outcomes
 
 
+@pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_exercise_fails_blank_and_wrong_and_passes_solved(path, monkeypatch):
-    """Run the lesson in a fresh kernel up to its last exercise; at each exercise run the
-    learner's blank (NotImplementedError), a wrong answer (the function returns its first
-    argument: the checker must raise CheckFailed), then the solution (no error)."""
-    monkeypatch.setenv("VIT_QUICK", "1")  # lesson 6's training cells: a few epochs
+    """At each exercise of the lesson, in a fresh kernel, run the learner's blank
+    (NotImplementedError), a wrong answer (the function returns its first argument: the checker
+    must raise CheckFailed), then the solution (no error)."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # this venv's kernel
     outcomes = run_exercises(path)
     for name, outcome in outcomes.items():

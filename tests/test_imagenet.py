@@ -13,8 +13,15 @@ def test_the_class_list_is_imagenet_1k_in_the_checkpoints_order():
     assert len(ids) == len(set(ids)) == 1000 and ids == sorted(ids)  # class index = rank of the WordNet id
     classes = imagenet_classes()
     # well-known indices of ImageNet-1k (the order every ImageNet-1k checkpoint's head uses)
-    known = {0: "tench", 1: "goldfish", 281: "tabby", 285: "Egyptian cat", 652: "military uniform",
-             967: "espresso", 999: "toilet tissue"}  # fmt: skip
+    known = {
+        0: "tench",
+        1: "goldfish",
+        281: "tabby",
+        285: "Egyptian cat",
+        652: "military uniform",
+        967: "espresso",
+        999: "toilet tissue",
+    }
     assert {index: classes[index] for index in known} == known
     assert synsets[281] == ("n02123045", "tabby, tabby cat")
 

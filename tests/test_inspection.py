@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from utils import ViTConfig, VisionTransformer
+from utils import VisionTransformer, ViTConfig
 from utils.inspection import (
     attention_rollout,
     attention_share,

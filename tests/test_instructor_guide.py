@@ -8,10 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
+from lessons import NOTEBOOKS, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "instructor-guide.md"
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHECKERS = sorted((ROOT / "utils" / "checks").glob("*.py"))
 
 LESSON_HEADING = re.compile(r"^## Lesson (\d+)\b.*$", re.MULTILINE)
@@ -113,4 +112,6 @@ def test_every_exercise_quotes_at_least_two_checker_messages():
         items = re.split(r"^\d+\. ", section, flags=re.MULTILINE)[1:]
         for item in items:
             name = re.match(r"`(\w+)`", item)
-            assert len(quoted_messages(item)) >= 2, f"lesson {lesson}, exercise {name and name[1]}: fewer than 2 quoted messages"
+            assert len(quoted_messages(item)) >= 2, (
+                f"lesson {lesson}, exercise {name and name[1]}: fewer than 2 quoted messages"
+            )

@@ -3,7 +3,10 @@
 import json
 import urllib.request
 
-from conftest import TOKEN
+import pytest
+from lessons import TOKEN
+
+pytestmark = pytest.mark.browser  # a JupyterLab served by `make lab`
 
 
 def get(url: str) -> tuple[int, bytes]:

@@ -3,16 +3,16 @@ kernel went over Binder's 1 GB."""
 
 import importlib.util
 import os
+import re
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from lessons import ROOT
 
 from tools.notebook_budget import END, LIMIT_MB, START, peak_rss_mb, table
 
-ROOT = Path(__file__).resolve().parents[1]
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak memory is read from /proc (Linux)")
 
 
@@ -37,9 +37,19 @@ def test_readme_has_the_budget_table_for_every_lesson():
     section = readme.split(START)[1].split(END)[0]
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         row = next((line for line in section.splitlines() if f"`{notebook.name}`" in line), None)
-        assert row, f"{notebook.name} is not in the README's memory table (make budget)"
+        assert row, f"{notebook.name} is not in the README's memory table (make measure)"
         peak = float(row.split("|")[3].split()[0])
         assert peak <= LIMIT_MB, row
+
+
+def test_make_measure_rewrites_the_readme_table():
+    """`make measure` (notebook memory) is not to be confused with utils.training.budget (fit's length)."""
+    makefile = (ROOT / "Makefile").read_text()
+    targets = re.findall(r"^([\w-]+):", makefile, re.MULTILINE)
+    assert "measure" in targets and "budget" not in targets
+    recipe = re.search(r"^measure:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)[1]
+    assert "tools/notebook_budget.py --readme" in recipe
+    assert "`make measure`" in (ROOT / "README.md").read_text()
 
 
 def load_root_conftest():
@@ -63,5 +73,7 @@ def test_a_notebook_cell_fails_when_its_kernel_passes_the_limit(monkeypatch, lim
         hook.send(SimpleNamespace(get_result=lambda: report))
     assert (report.outcome == "failed") is fails
     if fails:
-        assert "99_test.ipynb: the kernel's memory peaked at" in report.longrepr and "guarantees 1 MB" in report.longrepr
+        assert (
+            "99_test.ipynb: the kernel's memory peaked at" in report.longrepr and "guarantees 1 MB" in report.longrepr
+        )
     assert root.KERNEL_PEAKS["99_test.ipynb"] == pytest.approx(peak_rss_mb(os.getpid()), rel=0.05)

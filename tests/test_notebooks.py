@@ -2,11 +2,9 @@
 
 import json
 import re
-from pathlib import Path
 
 import pytest
-
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+from lessons import NOTEBOOKS
 
 
 def code_cells(path):
@@ -70,21 +68,10 @@ def test_widget_displays_are_not_compared(path):
     """A widget's committed view (a model id) differs on every run: its cell must be ignored by
     nbval, and backed by an assert (above)."""
     for cell in code_cells(path):
-        shows_widget = any("application/vnd.jupyter.widget-view+json" in output.get("data", {}) for output in cell["outputs"])
+        shows_widget = any(
+            "application/vnd.jupyter.widget-view+json" in output.get("data", {}) for output in cell["outputs"]
+        )
         if shows_widget:
             assert "nbval-ignore-output" in cell.get("metadata", {}).get("tags", []), (
                 f"{path.name}: a cell that displays a widget needs the nbval-ignore-output tag:\n{source(cell)}"
             )
-
-
-def test_widget_lessons_are_opened_in_the_browser_test():
-    """Every notebook that displays a widget is run and clicked by tests/test_browser.py."""
-    from test_browser import LESSONS
-
-    with_widgets = {
-        path.name
-        for path in NOTEBOOKS
-        if "application/vnd.jupyter.widget-view+json" in json.dumps([cell["outputs"] for cell in code_cells(path)])
-    }
-    assert with_widgets, "no notebook displays a widget"
-    assert with_widgets <= {lesson.notebook for lesson in LESSONS}, f"not in the browser test: {sorted(with_widgets - {lesson.notebook for lesson in LESSONS})}"

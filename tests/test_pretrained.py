@@ -1,25 +1,16 @@
-"""utils.pretrained against transformers' ViT (random weights from configs: nothing downloaded)
+"""utils.pretrained (conversion) against transformers' ViT (random weights from configs: nothing downloaded)
 and against our own timm-layout checkpoints written to disk."""
 
 import pytest
 import torch
 import transformers
+from references import randomize_, to_hub_file_layout
 from safetensors.torch import save_file
 
-from references import randomize_, to_hub_file_layout
 from utils.embeddings import resize_pos_embed, sincos_pos_embed_2d
-from utils.pretrained import (
-    config_from_state_dict,
-    find_vit_b16,
-    from_hf,
-    from_timm,
-    hf_to_timm,
-    load_checkpoint,
-    load_vit_b16,
-    read_safetensors,
-    vit_b16_path,
-)
-from utils.vit import ViTConfig, VisionTransformer
+from utils.pretrained import config_from_state_dict, from_hf, from_timm, hf_to_timm, load_vit_b16
+from utils.vit import VisionTransformer, ViTConfig
+from utils.weights import load_checkpoint, vit_b16_path
 
 # (image_size, patch_size, num_channels, hidden_size, layers, heads, intermediate_size, qkv_bias, labels, eps)
 HF_CONFIGS = {
@@ -35,10 +26,18 @@ def hf_vit(name: str, classifier: bool = True, seed: int = 0):
     """A transformers ViT of config `name` with random weights (std 0.3, LayerNorms too), eval mode."""
     size, patch, channels, hidden, layers, heads, inter, qkv_bias, labels, eps = HF_CONFIGS[name]
     config = transformers.ViTConfig(
-        image_size=size, patch_size=patch, num_channels=channels, hidden_size=hidden,
-        num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=inter,
-        qkv_bias=qkv_bias, num_labels=labels, layer_norm_eps=eps, attn_implementation="eager",
-    )  # fmt: skip
+        image_size=size,
+        patch_size=patch,
+        num_channels=channels,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=inter,
+        qkv_bias=qkv_bias,
+        num_labels=labels,
+        layer_norm_eps=eps,
+        attn_implementation="eager",
+    )
     torch.manual_seed(seed)
     model = transformers.ViTForImageClassification(config) if classifier else transformers.ViTModel(config)
     return randomize_(model).eval()
@@ -46,9 +45,14 @@ def hf_vit(name: str, classifier: bool = True, seed: int = 0):
 
 def test_the_hf_names_are_those_of_transformers_5():
     names = set(hf_vit("32px-p8-1layer-1head").state_dict())
-    assert {"vit.layers.0.attention.q_proj.weight", "vit.layers.0.attention.o_proj.bias",
-            "vit.layers.0.mlp.fc1.weight", "vit.layers.0.layernorm_before.weight",
-            "vit.embeddings.patch_embeddings.projection.weight", "classifier.weight"} <= names  # fmt: skip
+    assert {
+        "vit.layers.0.attention.q_proj.weight",
+        "vit.layers.0.attention.o_proj.bias",
+        "vit.layers.0.mlp.fc1.weight",
+        "vit.layers.0.layernorm_before.weight",
+        "vit.embeddings.patch_embeddings.projection.weight",
+        "classifier.weight",
+    } <= names
     old = to_hub_file_layout(hf_vit("32px-p8-1layer-1head").state_dict())
     assert "vit.encoder.layer.0.attention.attention.query.weight" in old
     assert "vit.encoder.layer.0.output.dense.weight" in old  # the MLP's fc2
@@ -157,40 +161,9 @@ def test_from_timm_with_assign_takes_the_tensors_without_copying_them():
         from_timm({k: v for k, v in state.items() if k != "norm.weight"}, num_heads=4, assign=True)
 
 
-def test_read_safetensors_reads_what_safetensors_wrote(tmp_path):
-    torch.manual_seed(0)
-    tensors = {
-        "a.weight": torch.randn(5, 3),
-        "b.half": torch.randn(4).half(),
-        "c.bf16": torch.randn(2, 2).bfloat16(),
-        "d.index": torch.arange(7),
-        "e.flag": torch.tensor([True, False]),
-        "f.scalar": torch.tensor(2.5),
-    }
-    path = tmp_path / "mixed.safetensors"
-    save_file(tensors, path, metadata={"format": "pt"})
-    read = dict(read_safetensors(path))
-    assert read.keys() == tensors.keys()
-    for name, tensor in tensors.items():
-        assert read[name].dtype == tensor.dtype and torch.equal(read[name], tensor), name
-    truncated = tmp_path / "partial.safetensors"
-    truncated.write_bytes(path.read_bytes()[:-10])
-    with pytest.raises(ValueError, match="partial download"):
-        dict(read_safetensors(truncated))
-    for broken in [b"", b"\x05\x00", path.read_bytes()[:20]]:  # an empty file, a cut length, a cut header
-        truncated.write_bytes(broken)
-        with pytest.raises(ValueError, match="no .safetensors file"):
-            dict(read_safetensors(truncated))
-
-
-def test_the_vit_b16_file_is_looked_for_in_the_cache_dir_and_never_fetched(tmp_path):
-    assert vit_b16_path(tmp_path) == tmp_path / "google--vit-base-patch16-224" / "model.safetensors"
-    assert find_vit_b16(tmp_path) is None
-    with pytest.raises(FileNotFoundError, match="make weights"):
+def test_load_vit_b16_says_how_to_get_the_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"make weights.*utils\.weights\.download_vit_b16"):
         load_vit_b16(vit_b16_path(tmp_path))
-    vit_b16_path(tmp_path).parent.mkdir(parents=True)
-    vit_b16_path(tmp_path).write_bytes(b"")
-    assert find_vit_b16(tmp_path) == vit_b16_path(tmp_path)
 
 
 def test_from_hf_rejects_another_activation():
@@ -202,7 +175,8 @@ def test_from_hf_rejects_another_activation():
 TIMM_CONFIGS = {
     "tiny": (ViTConfig.tiny(depth=2), {}),
     "mean-pool-no-qkv-bias-no-head": (
-        ViTConfig.tiny(depth=1, pool="mean", qkv_bias=False, num_classes=0, mlp_ratio=1.5), {}
+        ViTConfig.tiny(depth=1, pool="mean", qkv_bias=False, num_classes=0, mlp_ratio=1.5),
+        {},
     ),
     "sincos": (ViTConfig.tiny(depth=1, pos_embed="sincos"), {"pos_embed": "sincos"}),
     "no-positions-gray": (
@@ -255,14 +229,6 @@ def test_from_timm_names_what_does_not_fit(edit, key):
     edit(state)
     with pytest.raises(ValueError, match=key):
         from_timm(state, num_heads=4)
-
-
-def test_load_checkpoint_rejects_a_missing_file_and_another_format(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        load_checkpoint(tmp_path / "absent.safetensors")
-    (tmp_path / "weights.npz").write_bytes(b"")
-    with pytest.raises(ValueError, match=r"\.safetensors"):
-        load_checkpoint(tmp_path / "weights.npz")
 
 
 def test_a_224px_checkpoint_runs_at_384px_and_its_positions_resize_back():

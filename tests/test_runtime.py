@@ -5,8 +5,9 @@ import random
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
-from utils.runtime import get_device, set_seed
+from utils.runtime import eval_mode, get_device, set_seed
 
 
 def draw():
@@ -80,3 +81,30 @@ def test_get_device_names_a_misspelt_device():
 def test_an_empty_vit_device_means_choose(monkeypatch):
     monkeypatch.setenv("VIT_DEVICE", "")
     assert isinstance(get_device(), torch.device)
+
+
+def modes(model: nn.Module) -> list[bool]:
+    return [module.training for module in model.modules()]
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_eval_mode_switches_dropout_off_and_restores_the_mode(training):
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).train(training)
+    x = torch.ones(1000, 4)
+    with eval_mode(model) as inside:
+        assert inside is model and modes(model) == [False, False, False]
+        assert torch.equal(model(x), model[0](x))  # no dropout
+    assert modes(model) == [training] * 3
+
+
+def test_eval_mode_restores_each_submodule_and_survives_an_exception():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5), nn.Dropout(0.1)).train()
+    model[2].eval()  # a frozen part stays frozen afterwards
+    with pytest.raises(RuntimeError, match="boom"), eval_mode(model):
+        raise RuntimeError("boom")
+    assert modes(model) == [True, True, True, False]
+
+
+def test_eval_mode_wants_a_module():
+    with pytest.raises(ValueError, match="nn.Module, got function"), eval_mode(lambda x: x):
+        pass

@@ -132,10 +132,28 @@ def test_class_names(mnist, tmp_path):
     train, test = sd.load_standard_dataset("mnist", root=tmp_path)
     assert train.classes == test.classes == ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]
     assert sd.CLASSES["fashion_mnist"] == [
-        "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"
+        "T-shirt/top",
+        "Trouser",
+        "Pullover",
+        "Dress",
+        "Coat",
+        "Sandal",
+        "Shirt",
+        "Sneaker",
+        "Bag",
+        "Ankle boot",
     ]
     assert sd.CLASSES["cifar10"] == [
-        "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"
+        "airplane",
+        "automobile",
+        "bird",
+        "cat",
+        "deer",
+        "dog",
+        "frog",
+        "horse",
+        "ship",
+        "truck",
     ]
 
 
@@ -146,7 +164,7 @@ def test_cifar10(monkeypatch, tmp_path):
     train, test = sd.load_standard_dataset("cifar10", root=tmp_path)
     assert train.images.shape == (10, 3, 32, 32) and test.images.shape == (3, 3, 32, 32)
     assert train.images.dtype == torch.float32 and test.labels.dtype == torch.int64
-    assert 0 <= train.images.min() and train.images.max() <= 1
+    assert train.images.min() >= 0 and train.images.max() <= 1
     assert train.labels.tolist() == labels[:10].tolist()  # batches 1..5 in order, whatever the archive's order
     assert test.labels.tolist() == labels[10:].tolist()
     assert train.classes[train.labels[4]] == "deer"

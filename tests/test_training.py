@@ -1,12 +1,14 @@
 """fit / evaluate / predict: the schedule, the augmentation, determinism, and that training learns."""
 
+import itertools
 import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from utils import ViTConfig, VisionTransformer, set_seed
+from utils import VisionTransformer, ViTConfig, set_seed
 from utils.data import ImageDataset
 from utils.training import (
     History,
@@ -17,6 +19,7 @@ from utils.training import (
     predict,
     quick_mode,
     random_shift,
+    train_step,
     warmup_cosine,
 )
 
@@ -42,7 +45,7 @@ def test_warmup_cosine_shape():
     assert math.isclose(warmup_cosine(0.55), 0.5)
     assert math.isclose(warmup_cosine(1.0), 0.0, abs_tol=1e-12)
     values = [warmup_cosine(p / 100) for p in range(10, 101)]
-    assert all(a >= b for a, b in zip(values, values[1:]))  # never rises after the warm-up
+    assert all(a >= b for a, b in itertools.pairwise(values))  # never rises after the warm-up
 
 
 def test_random_shift_moves_each_image_by_at_most_max_shift():
@@ -95,9 +98,110 @@ def test_fit_stops_at_the_time_budget_and_snapshots_positions():
     assert not torch.equal(history.snapshots[0][1], history.snapshots[-1][1])  # the table learned
 
 
+def test_train_step_is_one_step_of_cross_entropy():
+    set_seed(0)
+    model, reference = tiny_model(), tiny_model()
+    reference.load_state_dict(model.state_dict())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    data = toy_set(16, 2)
+    for _ in range(3):  # stale gradients would add up over steps if they were not zeroed
+        loss = train_step(model, optimizer, data.images, data.labels, label_smoothing=0.2)
+        reference_optimizer.zero_grad()
+        expected = F.cross_entropy(reference(data.images), data.labels, label_smoothing=0.2)
+        expected.backward()
+        reference_optimizer.step()
+        assert type(loss) is float and loss == expected.item()
+    for ours, theirs in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+
+
+def test_train_step_can_return_the_logits():
+    set_seed(0)
+    model = tiny_model()
+    before = model(toy_set(16, 2).images).detach()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # a step that changes nothing
+    data = toy_set(16, 2)
+    loss, logits = train_step(model, optimizer, data.images, data.labels, return_logits=True)
+    assert logits.shape == (16, 2) and not logits.requires_grad
+    torch.testing.assert_close(logits, before)
+    assert math.isclose(loss, F.cross_entropy(before, data.labels).item(), rel_tol=1e-6)
+
+
+def reference_fit(
+    model,
+    train,
+    test,
+    *,
+    epochs,
+    batch_size,
+    lr,
+    weight_decay=0.05,
+    warmup=0.1,
+    label_smoothing=0.0,
+    max_shift=0,
+    seed=0,
+):
+    """fit's loop as it was written in one piece before it was split into helpers (epochs only)."""
+    images, labels = train.tensors
+    total_steps = epochs * math.ceil(len(labels) / batch_size)
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    history, step = History(), 0
+    model.train()
+    for _ in range(epochs):
+        order = torch.randperm(len(labels), generator=generator)
+        seen, loss_sum, correct = 0, 0.0, 0
+        for batch_start in range(0, len(labels), batch_size):
+            index = order[batch_start : batch_start + batch_size]
+            x, y = random_shift(images[index], max_shift, generator), labels[index]
+            for group in optimizer.param_groups:
+                group["lr"] = lr * warmup_cosine(step / total_steps, warmup)
+            logits = model(x)
+            loss = F.cross_entropy(logits, y, label_smoothing=label_smoothing)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            step += 1
+            seen, loss_sum = seen + len(y), loss_sum + loss.item() * len(y)
+            correct += (logits.argmax(dim=-1) == y).sum().item()
+        history.step.append(step)
+        history.lr.append(optimizer.param_groups[0]["lr"])
+        history.train_loss.append(loss_sum / seen)
+        history.train_accuracy.append(correct / seen)
+        test_loss, test_accuracy = evaluate(model, test)
+        history.test_loss.append(test_loss)
+        history.test_accuracy.append(test_accuracy)
+    return history
+
+
+def test_fit_gives_the_numbers_of_the_one_piece_loop():
+    train, test = toy_set(96, 0), toy_set(40, 1)
+    options = dict(epochs=3, batch_size=32, lr=2e-3, label_smoothing=0.1, max_shift=1, seed=3)
+    set_seed(0)
+    model, reference = tiny_model(), tiny_model()
+    reference.load_state_dict(model.state_dict())
+    history = fit(model, train, test, progress=False, **options)
+    expected = reference_fit(reference, train, test, **options)
+    for key in ("step", "lr", "train_loss", "train_accuracy", "test_loss", "test_accuracy"):
+        assert getattr(history, key) == getattr(expected, key), key
+    assert history.step == [3, 6, 9] and history.epoch == [1, 2, 3]
+    for ours, theirs in zip(model.parameters(), reference.parameters()):
+        assert torch.equal(ours, theirs)
+
+
+def test_fit_reports_progress(capsys):
+    set_seed(0)
+    fit(tiny_model(), toy_set(64, 0), toy_set(16, 1), epochs=2, batch_size=32, progress=True)
+    bar = capsys.readouterr().err
+    assert "4/4" in bar and "step" in bar and "test_acc=" in bar
+
+
 def test_fit_needs_a_length():
     with pytest.raises(ValueError, match="epochs, time_budget"):
         fit(tiny_model(), toy_set(8), progress=False)
+    with pytest.raises(ValueError, match="at least 1"):
+        fit(tiny_model(), toy_set(8), epochs=0, progress=False)
 
 
 def test_evaluate_predict_and_confusion_matrix_agree():
@@ -111,6 +215,17 @@ def test_evaluate_predict_and_confusion_matrix_agree():
     assert matrix[1].sum() == (test.labels == 1).sum()  # rows are the true classes
     logits = model(test.images)
     assert math.isclose(loss, nn.functional.cross_entropy(logits, test.labels).item(), rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_evaluate_and_predict_run_without_dropout_and_restore_the_mode(training):
+    test = toy_set(64, 3)
+    model = nn.Sequential(nn.Flatten(), nn.Dropout(0.9), nn.Linear(64, 2)).train(training)
+    with torch.no_grad():
+        expected = model[2](model[0](test.images)).argmax(dim=-1)  # without the dropout
+    assert torch.equal(predict(model, test.images), expected)
+    evaluate(model, test)
+    assert model.training is training and model[1].training is training
 
 
 def test_budget_follows_quick_mode(monkeypatch):

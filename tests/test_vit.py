@@ -5,12 +5,12 @@ import re
 
 import pytest
 import torch
+from references import randomize_, torch_layer_from
 from torch import nn
 
-from references import randomize_, torch_layer_from
 from utils.embeddings import sincos_pos_embed_2d
 from utils.patches import patchify, unpatchify
-from utils.vit import ViTConfig, VisionTransformer
+from utils.vit import VisionTransformer, ViTConfig
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -27,8 +27,12 @@ def test_vit_b16_shapes_and_parameter_count():
     torch.manual_seed(0)
     config = ViTConfig.vit_b16()
     assert (config.image_size, config.patch_size, config.embed_dim, config.depth, config.num_heads) == (
-        224, 16, 768, 12, 12,
-    )  # fmt: skip
+        224,
+        16,
+        768,
+        12,
+        12,
+    )
     assert config.num_patches == 196 and config.num_tokens == 197
     model = VisionTransformer(config).eval()
     assert sum(p.numel() for p in model.parameters()) == 86_567_656
@@ -78,13 +82,19 @@ def timm_shapes(config: ViTConfig) -> dict[str, tuple[int, ...]]:
     }
     for i in range(config.depth):
         shapes |= {
-            f"blocks.{i}.norm1.weight": (D,), f"blocks.{i}.norm1.bias": (D,),
-            f"blocks.{i}.attn.qkv.weight": (3 * D, D), f"blocks.{i}.attn.qkv.bias": (3 * D,),
-            f"blocks.{i}.attn.proj.weight": (D, D), f"blocks.{i}.attn.proj.bias": (D,),
-            f"blocks.{i}.norm2.weight": (D,), f"blocks.{i}.norm2.bias": (D,),
-            f"blocks.{i}.mlp.fc1.weight": (hidden, D), f"blocks.{i}.mlp.fc1.bias": (hidden,),
-            f"blocks.{i}.mlp.fc2.weight": (D, hidden), f"blocks.{i}.mlp.fc2.bias": (D,),
-        }  # fmt: skip
+            f"blocks.{i}.norm1.weight": (D,),
+            f"blocks.{i}.norm1.bias": (D,),
+            f"blocks.{i}.attn.qkv.weight": (3 * D, D),
+            f"blocks.{i}.attn.qkv.bias": (3 * D,),
+            f"blocks.{i}.attn.proj.weight": (D, D),
+            f"blocks.{i}.attn.proj.bias": (D,),
+            f"blocks.{i}.norm2.weight": (D,),
+            f"blocks.{i}.norm2.bias": (D,),
+            f"blocks.{i}.mlp.fc1.weight": (hidden, D),
+            f"blocks.{i}.mlp.fc1.bias": (hidden,),
+            f"blocks.{i}.mlp.fc2.weight": (D, hidden),
+            f"blocks.{i}.mlp.fc2.bias": (D,),
+        }
     shapes |= {"norm.weight": (D,), "norm.bias": (D,), "head.weight": (K, D), "head.bias": (K,)}
     return shapes
 
@@ -151,9 +161,9 @@ def test_return_attention_shapes_and_rows():
     assert logits.shape == (2, 10)
     assert attn.shape == (3, 2, 4, 65, 65)  # (depth, B, heads, T, T)
     torch.testing.assert_close(attn.sum(-1), torch.ones(3, 2, 4, 65), **TOL)
-    with torch.no_grad():  # inference runs the explicit path: the same logits, bit for bit
+    with torch.no_grad():  # inference runs the explicit implementation: the same logits, bit for bit
         assert torch.equal(model(images), logits)
-    torch.testing.assert_close(model(images), logits, **TOL)  # autograd on: the fused path
+    torch.testing.assert_close(model(images), logits, **TOL)  # autograd on: the fused implementation
     features, attn2 = model.forward_features(images, return_attention=True)
     assert features.shape == (2, 65, 64)
     assert torch.equal(attn, attn2)
@@ -239,14 +249,30 @@ def reference_logits(model: VisionTransformer, images: torch.Tensor) -> torch.Te
 REFERENCE_CONFIGS = {
     "tiny": ViTConfig.tiny(),
     "non-square-gray": ViTConfig(
-        image_size=(24, 40), patch_size=8, in_channels=1, num_classes=5, embed_dim=48, depth=2,
-        num_heads=3, mlp_ratio=3.0, norm_eps=1e-5,
+        image_size=(24, 40),
+        patch_size=8,
+        in_channels=1,
+        num_classes=5,
+        embed_dim=48,
+        depth=2,
+        num_heads=3,
+        mlp_ratio=3.0,
+        norm_eps=1e-5,
     ),
     "mean-sincos-no-qkv-bias": ViTConfig(
-        image_size=16, patch_size=4, in_channels=2, num_classes=3, embed_dim=32, depth=3,
-        num_heads=8, mlp_ratio=1.5, qkv_bias=False, pool="mean", pos_embed="sincos",
+        image_size=16,
+        patch_size=4,
+        in_channels=2,
+        num_classes=3,
+        embed_dim=32,
+        depth=3,
+        num_heads=8,
+        mlp_ratio=1.5,
+        qkv_bias=False,
+        pool="mean",
+        pos_embed="sincos",
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", REFERENCE_CONFIGS)
@@ -321,54 +347,39 @@ def test_model_rejects_images_with_the_wrong_channels():
         model(torch.randn(1, 1, 32, 32))
 
 
-# ---- the attention path: weights only when asked for ------------------------------------
+# ---- the attention implementation: weights only when asked for --------------------------
 
 
-@pytest.fixture
-def explicit_calls(monkeypatch):
-    """Count the calls of the course's explicit attention (the one that builds the weights)."""
-    import utils.attention
-
-    calls = []
-    explicit = utils.attention.scaled_dot_product_attention
-    monkeypatch.setattr(
-        utils.attention,
-        "scaled_dot_product_attention",
-        lambda *args, **kwargs: calls.append(1) or explicit(*args, **kwargs),
-    )
-    return calls
-
-
-def test_training_builds_no_attention_weights(explicit_calls):
+def test_training_builds_no_attention_weights(explicit_attention_calls):
     torch.manual_seed(0)
     model = VisionTransformer(tiny(depth=3)).train()
     logits = model(torch.randn(2, 3, 32, 32))
     nn.functional.cross_entropy(logits, torch.tensor([1, 7])).backward()
-    assert explicit_calls == []  # every block took the fused path
+    assert explicit_attention_calls == []  # every block ran the fused kernel
     model.forward_features(torch.randn(2, 3, 32, 32))
-    assert explicit_calls == []
+    assert explicit_attention_calls == []
     _, attn = model(torch.randn(2, 3, 32, 32), return_attention=True)
-    assert len(explicit_calls) == 3 and attn.shape == (3, 2, 4, 65, 65)  # one per block
+    assert len(explicit_attention_calls) == 3 and attn.shape == (3, 2, 4, 65, 65)  # one per block
 
 
-def test_the_model_does_not_request_weights_without_return_attention(explicit_calls):
+def test_the_model_does_not_request_weights_without_return_attention(explicit_attention_calls):
     model = VisionTransformer(tiny(depth=3)).eval()
     for module in model.modules():
-        if hasattr(module, "path"):
-            module.path = "fused"  # even in inference, where "auto" would stay explicit
+        if hasattr(module, "implementation"):
+            module.implementation = "fused"  # even in inference, where "auto" would stay explicit
     with torch.no_grad():
         model(torch.randn(2, 3, 32, 32))
         model.forward_features(torch.randn(2, 3, 32, 32))
-    assert explicit_calls == []
+    assert explicit_attention_calls == []
 
 
-def test_the_paths_give_the_same_logits_and_gradients():
+def test_the_implementations_give_the_same_logits_and_gradients():
     torch.manual_seed(0)
     explicit = randomize_(VisionTransformer(tiny()), std=0.2).train()
     fused = VisionTransformer(tiny()).train()
     fused.load_state_dict(explicit.state_dict())
     for block in explicit.blocks:
-        block.attn.path = "explicit"
+        block.attn.implementation = "explicit"
     images, labels = torch.randn(4, 3, 32, 32), torch.tensor([0, 3, 5, 9])
     logits = {}
     for name, model in (("explicit", explicit), ("fused", fused)):

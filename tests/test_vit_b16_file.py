@@ -6,19 +6,21 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 import transformers
+from lessons import ROOT
+from references import to_hub_file_layout
 from safetensors.torch import save_file
 
-from references import to_hub_file_layout
 from tools.notebook_budget import LIMIT_MB
-from utils.pretrained import load_vit_b16, vit_b16_path
+from utils.pretrained import load_vit_b16
+from utils.weights import vit_b16_path
 
-ROOT = Path(__file__).resolve().parents[1]
 LESSON = ROOT / "notebooks" / "08_real_weights.ipynb"
+
+pytestmark = pytest.mark.slow  # writes a 346 MB file and runs lesson 8 with it
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +61,19 @@ def test_lesson_8_passes_nbval_with_the_weights_present(stand_in):
     learner with the weights does: every cell, the same strict outputs, within Binder's memory."""
     _, folder = stand_in
     env = {**os.environ, "VIT_WEIGHTS_DIR": str(folder)}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval", "--nbval-current-env",
-               "--nbval-sanitize-with", "tests/nbval_sanitize.cfg", str(LESSON)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--nbval",
+        "--nbval-current-env",
+        "--nbval-sanitize-with",
+        "tests/nbval_sanitize.cfg",
+        str(LESSON),
+    ]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     # the root conftest.py reports the kernel's peak: the real path holds ViT-B/16's 346 MB

@@ -66,9 +66,13 @@ def test_show_resized_similarity_matches_anchors_to_the_same_place():
     fig = show_resized_similarity(table, resize_pos_embed(table, 14, 24), 14, 24, [(0, 0), (7, 7), (13, 13)])
     titles = [ax.get_title() for ax in fig.axes]
     assert titles == [
-        "14 x 14: patch (0, 0)", "14 x 14: patch (7, 7)", "14 x 14: patch (13, 13)",
-        "24 x 24: patch (0, 0)", "24 x 24: patch (12, 12)", "24 x 24: patch (23, 23)",
-    ]  # fmt: skip
+        "14 x 14: patch (0, 0)",
+        "14 x 14: patch (7, 7)",
+        "14 x 14: patch (13, 13)",
+        "24 x 24: patch (0, 0)",
+        "24 x 24: patch (12, 12)",
+        "24 x 24: patch (23, 23)",
+    ]
     assert [np.asarray(ax.images[0].get_array()).shape for ax in fig.axes] == [(14, 14)] * 3 + [(24, 24)] * 3
 
 

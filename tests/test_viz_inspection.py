@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from utils import ViTConfig, VisionTransformer
+from utils import VisionTransformer, ViTConfig
 from utils.inspection import (
     attention_rollout,
     attention_share,
@@ -119,9 +119,12 @@ def test_attention_distance_draws_one_dot_per_head_and_the_mean():
     assert list(one_patch.get_ydata()) == [4, 4]
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
     assert labels == [
-        "one head (3 per layer)", "mean over heads", "uniform attention (5.5 px)", "one patch away (4 px)",
-    ]  # fmt: skip
-    assert [tick for tick in ax.get_xticks()] == [1, 2]
+        "one head (3 per layer)",
+        "mean over heads",
+        "uniform attention (5.5 px)",
+        "one patch away (4 px)",
+    ]
+    assert list(ax.get_xticks()) == [1, 2]
     assert ax.get_ylim()[0] == 0
 
 

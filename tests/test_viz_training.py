@@ -16,8 +16,13 @@ def test_show_batch_titles_each_image_with_its_class():
 
 def test_live_plot_draws_the_history_and_throttles():
     plot = LivePlot(interval=3600)
-    history = History(seconds=[1.0, 2.0], train_loss=[2.0, 1.0], train_accuracy=[0.5, 0.7],
-                      test_loss=[2.1, 1.2], test_accuracy=[0.4, 0.6])  # fmt: skip
+    history = History(
+        seconds=[1.0, 2.0],
+        train_loss=[2.0, 1.0],
+        train_accuracy=[0.5, 0.7],
+        test_loss=[2.1, 1.2],
+        test_accuracy=[0.4, 0.6],
+    )
     plot.update(history)  # the first call draws
     assert list(plot.accuracy_ax.lines[1].get_ydata()) == [0.4, 0.6]
     history.test_accuracy.append(0.9)

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from references import randomize_
-from utils import ViTConfig, VisionTransformer, pos_embed_similarity, sincos_pos_embed_2d
+
+from utils import VisionTransformer, ViTConfig, pos_embed_similarity, sincos_pos_embed_2d
 from utils.embeddings import neighbour_similarity
 from utils.widgets import AttentionExplorer, PatchSlicer, PositionSimilarityExplorer, SoftmaxTemperature
 
@@ -78,7 +78,10 @@ def test_attention_explorer_shows_the_class_token_row_of_the_chosen_layer_and_he
     explorer.head.value = 1
     torch.testing.assert_close(drawn(explorer.overlay), attn[0, 2, 1, 0, 1:].reshape(3, 3))
     assert explorer.ax.get_title() == "class token: layer 1, head 2"
-    assert explorer.head_axes[1].spines["left"].get_edgecolor()[:3] != explorer.head_axes[0].spines["left"].get_edgecolor()[:3]
+    assert (
+        explorer.head_axes[1].spines["left"].get_edgecolor()[:3]
+        != explorer.head_axes[0].spines["left"].get_edgecolor()[:3]
+    )
     torch.testing.assert_close(drawn(explorer.picture), images[2].permute(1, 2, 0))
     assert f"predicted <b>{int(logits[2].argmax())}</b>" in explorer.summary.value
 
@@ -119,12 +122,12 @@ def test_attention_explorer_runs_the_model_once_per_image_in_eval_mode(vit):
     model.train()  # dropout would change the weights: the explorer evaluates, then restores the mode
     model.config = ViTConfig(**{**model.config.__dict__})  # same config, to show nothing else changes
     calls = []
-    model.register_forward_hook(lambda module, args, output: calls.append(args[0].shape))
+    model.register_forward_hook(lambda module, args, output: calls.append((args[0].shape, module.training)))
     explorer = AttentionExplorer(model, images)
     for index in [1, 0, 1, 2, 0]:
         explorer.image.value = index
     explorer.layer.value = 1
-    assert calls == [(1, 3, 12, 12)] * 3  # each image once, however often it is shown
+    assert calls == [((1, 3, 12, 12), False)] * 3  # each image once, in eval mode, however often it is shown
     assert model.training
     torch.testing.assert_close(explorer.attention(1)[0], attn[:, 1])
 

@@ -1,6 +1,6 @@
 """Each lesson's wall time and its kernel's peak memory, from a fresh kernel, with the full
 training budgets: what a learner on Binder meets (1 GB of RAM guaranteed, idle sessions stopped
-after 10 minutes). `make budget` runs it and writes the table into the README.
+after 10 minutes). `make measure` runs it and writes the table into the README.
 
 Run: python tools/notebook_budget.py [--readme] [--write] [notebook ...]
   --readme  update those notebooks' rows of the README's table

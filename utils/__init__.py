@@ -20,7 +20,7 @@ from utils.embeddings import (
 from utils.encoder import MLP, EncoderBlock
 from utils.patches import PatchEmbedding, patchify, unpatchify
 from utils.runtime import get_device, set_seed
-from utils.vit import ViTConfig, VisionTransformer
+from utils.vit import VisionTransformer, ViTConfig
 
 __all__ = [
     "MLP",

@@ -94,34 +94,27 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(B, N, heads * head_dim)  # (B, N, D)
 
 
-ATTENTION_PATHS = ("auto", "explicit", "fused")
+ATTENTION_IMPLEMENTATIONS = ("auto", "explicit", "fused")
 
 
 class MultiHeadSelfAttention(nn.Module):
     """Self-attention run in `num_heads` independent subspaces, then merged.
 
-    Two code paths compute the same thing (to float32 rounding, outputs and gradients):
-    - explicit: `scaled_dot_product_attention` above, which builds the (B, heads, N, N) softmax
-      weights; it always runs when they are asked for (`return_attention=True`), so the weights
-      returned are exactly those softmax weights.
-    - fused: torch's `F.scaled_dot_product_attention`, which never materialises the weights.
+    Two implementations compute the same thing (to float32 rounding, outputs and gradients):
+    - "explicit": `scaled_dot_product_attention` above, which builds the (B, heads, N, N)
+      softmax weights; it always runs when they are asked for (`return_attention=True`), so the
+      weights returned are exactly those softmax weights.
+    - "fused": torch's `F.scaled_dot_product_attention`, which never materialises the weights.
 
-    The attribute `path` picks one: "explicit", "fused", or "auto" (the default), which runs
-    the fused kernel exactly when autograd records the call (training) and no weights are asked
-    for. The rule comes from `python -m utils.bench` (torch 2.13 CPU, 2 threads; one layer of
-    width 64 with 4 heads at 2,048 tokens per batch, and ViT-B/16's 197 x 768):
-
-        tokens                          17     65    257   1025   197 x 768
-        fused speed-up, fwd + bwd     1.0x   1.2x   1.9x   5.4x   1.05x
-        fused memory kept for bwd     0.84   0.56   0.24   0.07   0.62    (of the explicit path's)
-
-    The fused kernel was never slower beyond noise and always kept less (no (N, N) weights: its
-    memory grows with N, not N^2), so there is no token threshold; training the tiny ViT ran at
-    1.2x the images/s in 0.76x the memory. Without autograd (`torch.no_grad()`) nothing is kept
-    for backward and "auto" stays explicit, so that inference equals return_attention=True's
-    result bit for bit, the lessons' checkers compare exactly, and torch's FlopCounterMode (which
-    has no formula for the CPU fused kernel) still counts the attention; set `path = "fused"`
-    for fast inference (1.2x at 17 tokens up to 7.5x at 1,025 in the same run).
+    The attribute `implementation` picks one: "explicit", "fused", or "auto" (the default),
+    which runs the fused kernel exactly when autograd records the call (training) and no weights
+    are asked for. In `python -m utils.bench` the fused kernel was never slower beyond noise and
+    always kept less memory for the backward pass (no (N, N) weights), so "auto" uses it whatever
+    the token count; the measurements are in the README's Performance section. Without autograd
+    (`torch.no_grad()`) nothing is kept for backward and "auto" stays explicit, so that inference
+    equals return_attention=True's result bit for bit, the lessons' checkers compare exactly, and
+    torch's FlopCounterMode (which has no formula for the CPU fused kernel) still counts the
+    attention; set `implementation = "fused"` for fast inference.
 
     Args:
         dim: token width D; must be divisible by num_heads.
@@ -150,19 +143,19 @@ class MultiHeadSelfAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.attn_drop = attn_drop
-        self.path = "auto"  # "auto", "explicit" or "fused": which code computes attention
+        self.implementation = "auto"  # "auto", "explicit" or "fused": which code computes attention
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)  # q, k, v of all heads in one matmul
         self.proj = nn.Linear(dim, dim)  # mixes the heads' outputs
         self.proj_drop = nn.Dropout(proj_drop)
 
     def uses_fused(self, x: torch.Tensor, return_attention: bool = False) -> bool:
-        """Whether forward(x) runs torch's fused kernel: never when the weights are requested;
-        else path "fused" always, "explicit" never, "auto" when autograd records the call."""
-        if self.path not in ATTENTION_PATHS:
-            raise ValueError(f"path must be one of {ATTENTION_PATHS}, got {self.path!r}")
-        if return_attention or self.path == "explicit":
+        """Whether forward(x) runs torch's fused kernel: never when the weights are requested; else
+        implementation "fused" always, "explicit" never, "auto" when autograd records the call."""
+        if self.implementation not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(f"implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {self.implementation!r}")
+        if return_attention or self.implementation == "explicit":
             return False
-        if self.path == "fused":
+        if self.implementation == "fused":
             return True
         return torch.is_grad_enabled() and (x.requires_grad or self.qkv.weight.requires_grad)
 

@@ -20,10 +20,14 @@ class SmallCNN(nn.Module):
         super().__init__()
         conv = lambda c_in, c_out: [nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU()]  # noqa: E731
         self.features = nn.Sequential(
-            *conv(in_channels, width), *conv(width, width), nn.MaxPool2d(2),
-            *conv(width, 2 * width), *conv(2 * width, 2 * width),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-        )  # fmt: skip
+            *conv(in_channels, width),
+            *conv(width, width),
+            nn.MaxPool2d(2),
+            *conv(width, 2 * width),
+            *conv(2 * width, 2 * width),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+        )
         self.head = nn.Linear(2 * width, num_classes)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -49,4 +53,6 @@ def sklearn_baselines(train: TensorDataset, test: TensorDataset) -> dict[str, fl
         "logistic regression": LogisticRegression(max_iter=2000),
         "SVM (RBF kernel)": SVC(kernel="rbf", C=10.0, gamma="scale"),
     }
-    return {name: float(model.fit(x_train, y_train.numpy()).score(x_test, y_test.numpy())) for name, model in models.items()}
+    return {
+        name: float(model.fit(x_train, y_train.numpy()).score(x_test, y_test.numpy())) for name, model in models.items()
+    }

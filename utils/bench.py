@@ -1,13 +1,14 @@
 """Benchmark: the course's explicit attention vs torch's fused kernel vs nn.MultiheadAttention.
 
-Run `python -m utils.bench` (under half a minute on 2 CPU cores) or `python -m utils.bench --quick`
-(a few seconds). Everything is measured in one run and reported as ratios to the explicit path,
-so that the numbers of one machine can be compared with each other, not with another machine's.
+Run `python -m utils.bench`, or `python -m utils.bench --quick` for a short run; the README's
+Performance section holds the results. Everything is measured in one run and reported as ratios
+to the explicit implementation, so that the numbers of one machine can be compared with each
+other, not with another machine's.
 
 What is measured:
 - time: forward + backward of one self-attention layer (qkv projection, attention, output
-  projection), the median of `repeats` runs after `warmup` runs. The paths take turns, one run
-  each per round, so that a busy machine slows them all alike.
+  projection), the median of `repeats` runs after `warmup` runs. The implementations take
+  turns, one run each per round, so that a busy machine slows them all alike.
 - saved: the bytes of the activations autograd keeps for the backward pass, measured exactly
   with `torch.autograd.graph.saved_tensors_hooks` (each storage counted once, parameters
   excluded): what a training step holds from its forward to its backward, on top of the
@@ -15,7 +16,7 @@ What is measured:
   process's memory on a CPU; short-lived buffers (the scores before the softmax, gradients
   during backward) are not in it.
 - training: images/s of the course's tiny ViT (`ViTConfig.tiny()`, batch 128, AdamW), with
-  every attention layer forced onto the explicit path and onto the fused one.
+  every attention layer forced onto the explicit implementation and onto the fused one.
 """
 
 import argparse
@@ -27,13 +28,13 @@ import time
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from utils.attention import MultiHeadSelfAttention
-from utils.vit import ViTConfig, VisionTransformer
+from utils.attention import ATTENTION_IMPLEMENTATIONS, MultiHeadSelfAttention
+from utils.training import train_step
+from utils.vit import VisionTransformer, ViTConfig
 
-PATHS = {  # key in the results -> what runs
+IMPLEMENTATIONS = {  # "implementation" in the results -> what runs
     "explicit": "the course's scaled_dot_product_attention (weights built)",
     "fused": "torch's F.scaled_dot_product_attention",
     "mha": "torch's nn.MultiheadAttention(need_weights=False)",
@@ -48,9 +49,7 @@ def attention_cases(quick: bool = False) -> list[dict]:
     17 = 8x8 digits in 2 px patches + cls; 65 = 32 px in 4 px patches + cls (the tiny ViT);
     257 = 64 px in 4 px patches + cls; 1025 = 128 px in 4 px patches + cls; 197 x 768 = ViT-B/16.
     """
-    cases = [
-        dict(tokens=n, dim=64, heads=4, batch=TOKENS_PER_BATCH // (n - 1)) for n in (17, 65, 257, 1025)
-    ]
+    cases = [dict(tokens=n, dim=64, heads=4, batch=TOKENS_PER_BATCH // (n - 1)) for n in (17, 65, 257, 1025)]
     cases.append(dict(tokens=197, dim=768, heads=12, batch=1 if quick else 4))
     return cases
 
@@ -64,11 +63,13 @@ def machine_info() -> str:
     )
 
 
-def set_attention_path(model: nn.Module, path: str) -> nn.Module:
-    """Set `path` ("auto", "explicit" or "fused") on every MultiHeadSelfAttention in `model`."""
+def set_attention_implementation(model: nn.Module, implementation: str) -> nn.Module:
+    """Set `implementation` ("auto", "explicit" or "fused") on every MultiHeadSelfAttention in `model`."""
+    if implementation not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(f"implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {implementation!r}")
     for module in model.modules():
         if isinstance(module, MultiHeadSelfAttention):
-            module.path = path
+            module.implementation = implementation
     return model
 
 
@@ -126,8 +127,8 @@ class TorchMHA(nn.Module):
 def attention_layers(dim: int, heads: int) -> dict[str, nn.Module]:
     """The three layers of the comparison, with the same weights, in training mode (no dropout)."""
     torch.manual_seed(0)
-    explicit = set_attention_path(MultiHeadSelfAttention(dim, heads), "explicit")
-    fused = set_attention_path(copy.deepcopy(explicit), "fused")
+    explicit = set_attention_implementation(MultiHeadSelfAttention(dim, heads), "explicit")
+    fused = set_attention_implementation(copy.deepcopy(explicit), "fused")
     return {"explicit": explicit, "fused": fused, "mha": TorchMHA(explicit)}
 
 
@@ -154,7 +155,7 @@ def forward_only(layer: nn.Module, x: torch.Tensor) -> Callable[[], None]:
 
 
 def bench_attention(case: dict, warmup: int, repeats: int) -> list[dict]:
-    """One result per path for one (tokens, dim, heads, batch) case."""
+    """One result per implementation for one (tokens, dim, heads, batch) case."""
     N, D, heads, B = case["tokens"], case["dim"], case["heads"], case["batch"]
     layers = attention_layers(D, heads)
     torch.manual_seed(1)
@@ -169,64 +170,66 @@ def bench_attention(case: dict, warmup: int, repeats: int) -> list[dict]:
     }
     return [
         dict(
-            benchmark="attention", path=name, **case,
+            benchmark="attention",
+            implementation=name,
+            **case,
             ms=1e3 * seconds[name, "train"],
             speedup=seconds["explicit", "train"] / seconds[name, "train"],
             infer_ms=1e3 * seconds[name, "infer"],
             infer_speedup=seconds["explicit", "infer"] / seconds[name, "infer"],
-            saved_bytes=saved[name], saved_mb=saved[name] / 2**20,
+            saved_bytes=saved[name],
+            saved_mb=saved[name] / 2**20,
             memory_ratio=saved[name] / saved["explicit"],
-        )  # fmt: skip
+        )
         for name in layers
     ]
 
 
 def bench_training(batch: int, warmup: int, repeats: int) -> list[dict]:
-    """Training images/s of the tiny ViT with every attention layer on the explicit / fused path."""
+    """Training images/s of the tiny ViT with every attention layer explicit / fused."""
     config = ViTConfig.tiny()
     torch.manual_seed(0)
-    explicit = set_attention_path(VisionTransformer(config), "explicit")
-    fused = set_attention_path(copy.deepcopy(explicit), "fused")
+    explicit = set_attention_implementation(VisionTransformer(config), "explicit")
+    fused = set_attention_implementation(copy.deepcopy(explicit), "fused")
     models = {"explicit": explicit, "fused": fused}
     torch.manual_seed(1)
     images = torch.randn(batch, config.in_channels, 32, 32)  # (B, C, H, W)
     labels = torch.randint(0, config.num_classes, (batch,))
 
-    def train_step(model: nn.Module) -> Callable[[], None]:
+    def one_step(model: nn.Module) -> Callable[[], None]:
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        return lambda: train_step(model, optimizer, images, labels)
 
-        def step() -> None:
-            optimizer.zero_grad(set_to_none=True)
-            F.cross_entropy(model(images), labels).backward()
-            optimizer.step()
-
-        return step
-
-    seconds = time_round_robin({name: train_step(m.train()) for name, m in models.items()}, warmup, repeats)
-    saved = {
-        name: saved_bytes(lambda m=m: m(images), exclude=list(m.parameters())) for name, m in models.items()
-    }
+    seconds = time_round_robin({name: one_step(m.train()) for name, m in models.items()}, warmup, repeats)
+    saved = {name: saved_bytes(lambda m=m: m(images), exclude=list(m.parameters())) for name, m in models.items()}
     return [
         dict(
-            benchmark="training", path=name, tokens=config.num_tokens, dim=config.embed_dim,
-            heads=config.num_heads, batch=batch, ms=1e3 * seconds[name],
-            images_per_s=batch / seconds[name], speedup=seconds["explicit"] / seconds[name],
-            saved_bytes=saved[name], saved_mb=saved[name] / 2**20,
+            benchmark="training",
+            implementation=name,
+            tokens=config.num_tokens,
+            dim=config.embed_dim,
+            heads=config.num_heads,
+            batch=batch,
+            ms=1e3 * seconds[name],
+            images_per_s=batch / seconds[name],
+            speedup=seconds["explicit"] / seconds[name],
+            saved_bytes=saved[name],
+            saved_mb=saved[name] / 2**20,
             memory_ratio=saved[name] / saved["explicit"],
-        )  # fmt: skip
+        )
         for name in models
     ]
 
 
 def run_benchmark(quick: bool = False, threads: int | None = None, verbose: bool = False) -> list[dict]:
-    """Run every measurement once; one dict per (case, path).
+    """Run every measurement once; one dict per (case, implementation).
 
     Args:
         quick: a short run (a few seconds): fewer repeats, smaller batches for ViT-B/16 and training.
         threads: torch threads for the run (restored afterwards); None keeps torch's setting.
         verbose: print a line as each case is done.
     Returns:
-        dicts with keys benchmark ("attention" or "training"), path ("explicit", "fused", "mha"),
+        dicts with keys benchmark ("attention" or "training"), implementation ("explicit", "fused", "mha"),
         tokens, dim, heads, batch, ms (median forward + backward, or training step), speedup
         (explicit's time / this time: above 1 is faster than explicit), saved_bytes and saved_mb
         (activations kept for backward), memory_ratio (saved / explicit's saved). Attention rows
@@ -244,16 +247,14 @@ def run_benchmark(quick: bool = False, threads: int | None = None, verbose: bool
             results += bench_attention(case, warmup, max(3, repeats // 3) if big else repeats)
             if verbose:
                 print(f"  measured {case['tokens']} tokens x {case['dim']}", flush=True)
-        results += bench_training(
-            batch=32 if quick else 128, warmup=1 if quick else 2, repeats=2 if quick else 10
-        )
+        results += bench_training(batch=32 if quick else 128, warmup=1 if quick else 2, repeats=2 if quick else 10)
     finally:
         torch.set_num_threads(before)
     return results
 
 
 def format_table(results: list[dict]) -> str:
-    """The results as a small aligned table: one line per case, the paths side by side."""
+    """The results as a small aligned table: one line per case, the implementations side by side."""
     attention = [r for r in results if r["benchmark"] == "attention"]
     training = [r for r in results if r["benchmark"] == "training"]
     header = (
@@ -268,7 +269,7 @@ def format_table(results: list[dict]) -> str:
     ]
     cases = sorted({(r["dim"], r["tokens"], r["heads"], r["batch"]) for r in attention})
     for dim, tokens, heads, batch in cases:
-        row = {r["path"]: r for r in attention if (r["dim"], r["tokens"]) == (dim, tokens)}
+        row = {r["implementation"]: r for r in attention if (r["dim"], r["tokens"]) == (dim, tokens)}
         e, f, m = row["explicit"], row["fused"], row["mha"]
         lines.append(
             f"{tokens:>6} {dim:>5} {heads:>5} {batch:>5} | {e['ms']:>8.2f} "
@@ -281,7 +282,7 @@ def format_table(results: list[dict]) -> str:
         "backward (exact, parameters excluded); small width: batch = 2048 // (tokens - 1)",
     ]
     if training:
-        e, f = (next(r for r in training if r["path"] == p) for p in ("explicit", "fused"))
+        e, f = (next(r for r in training if r["implementation"] == p) for p in ("explicit", "fused"))
         lines += [
             "",
             f"training the tiny ViT (ViTConfig.tiny(), {e['tokens']} tokens, batch {e['batch']}, AdamW):",
@@ -291,7 +292,7 @@ def format_table(results: list[dict]) -> str:
         ]
     lines += [
         "",
-        "MultiHeadSelfAttention (path='auto') runs the fused kernel when autograd records the call",
+        "MultiHeadSelfAttention (implementation='auto') runs the fused kernel when autograd records the call",
         "and no weights are requested; return_attention=True and torch.no_grad() run the explicit one.",
     ]
     return "\n".join(lines)
@@ -301,9 +302,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a short run (a few seconds), as in the tests")
     parser.add_argument(
-        "--threads", type=int, default=None,
+        "--threads",
+        type=int,
+        default=None,
         help="torch threads (default: torch's choice); 1 gives steadier numbers on a busy machine",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -5,6 +5,8 @@
 - `make_relational`: a synthetic set whose label depends on two objects far apart (lesson 6).
 - `load_photos`: four everyday photos for an ImageNet classifier, from matplotlib and
   scikit-image (lesson 8).
+
+Every training set is an `ImageDataset` (from `utils.datasets`, re-exported here).
 """
 
 import importlib.resources
@@ -15,28 +17,9 @@ import matplotlib.cbook
 import numpy as np
 import torch
 from PIL import Image
-from torch.utils.data import TensorDataset
 
-
-class ImageDataset(TensorDataset):
-    """A TensorDataset of (image, label) pairs that knows its class names.
-
-    Args:
-        images: (N, C, H, W) float32 in [0, 1].
-        labels: (N,) int64 class indices.
-        classes: the name of each class index.
-    """
-
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, classes: list[str]):
-        if images.ndim != 4 or labels.shape != (images.shape[0],):
-            raise ValueError(
-                f"expected images (N, C, H, W) and labels (N,), got {tuple(images.shape)} and {tuple(labels.shape)}"
-            )
-        super().__init__(images, labels)
-        self.images, self.labels, self.classes = images, labels, list(classes)
-
-    def __repr__(self) -> str:
-        return f"ImageDataset({len(self)} images of {tuple(self.images.shape[1:])}, classes={self.classes})"
+from utils.datasets import ImageDataset  # also re-exported: `from utils.data import ImageDataset` works
+from utils.standard_datasets import load_standard_dataset
 
 
 def load_sample_image(size: int = 224) -> torch.Tensor:
@@ -198,7 +181,7 @@ def make_relational(
             rows_apart, cols_apart = np.abs(corners[0] - corners[1])
             if np.hypot(rows_apart, cols_apart) < min_distance:
                 continue
-            if task != "orientation" or min(rows_apart, cols_apart) <= 3 and (rows_apart > cols_apart) == label:
+            if task != "orientation" or (min(rows_apart, cols_apart) <= 3 and (rows_apart > cols_apart) == label):
                 break  # for "orientation": nearly in one row (label 0) or one column (label 1)
         if task == "orientation":
             colour_ids, shape_ids = rng.integers(0, len(colours), size=2), rng.integers(0, len(SHAPES), size=2)
@@ -243,7 +226,5 @@ def load_training_set(name: str = "digits", **options) -> tuple[ImageDataset, Im
     if name in BUNDLED:
         return BUNDLED[name](**options)
     if name in STANDARD:
-        from utils.standard_datasets import load_standard_dataset  # it imports this module
-
         return load_standard_dataset(name, **options)
     raise ValueError(f"unknown training set {name!r}; expected one of {list(BUNDLED) + list(STANDARD)}")

@@ -1,5 +1,7 @@
 """Lesson 2: the class token and the position embeddings (learned, fixed 2-D sin-cos, or none)."""
 
+import operator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -24,11 +26,26 @@ def prepend_cls_token(tokens: torch.Tensor, cls_token: torch.Tensor) -> torch.Te
         (B, N + 1, D), the class token at index 0.
     """
     if cls_token.shape != (1, 1, tokens.shape[-1]):
-        raise ValueError(
-            f"expected a class token shaped (1, 1, D={tokens.shape[-1]}), got {tuple(cls_token.shape)}"
-        )
+        raise ValueError(f"expected a class token shaped (1, 1, D={tokens.shape[-1]}), got {tuple(cls_token.shape)}")
     B = tokens.shape[0]
     return torch.cat([cls_token.expand(B, -1, -1), tokens], dim=1)  # (B, N + 1, D)
+
+
+def grid_coordinates(rows: int, cols: int) -> torch.Tensor:
+    """The (row, col) of every patch of a rows x cols grid, in row-major order (patchify's order).
+
+    Returns:
+        (rows * cols, 2) int64: entry i is (i // cols, i % cols).
+    """
+    try:
+        whole = operator.index(rows), operator.index(cols)  # Python, NumPy or torch integers
+    except TypeError:
+        whole = (0, 0)
+    if min(whole) < 1:
+        raise ValueError(f"expected a grid of positive whole numbers of rows and columns, got {rows!r} x {cols!r}")
+    rows, cols = whole
+    row, col = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")  # each (rows, cols)
+    return torch.stack([row, col], dim=-1).reshape(rows * cols, 2)  # (N, 2)
 
 
 def sincos_1d(positions: torch.Tensor, dim: int) -> torch.Tensor:
@@ -47,9 +64,7 @@ def sincos_1d(positions: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.cat([angles.sin(), angles.cos()], dim=1).float()  # (M, dim)
 
 
-def sincos_pos_embed_2d(
-    grid_size: int | tuple[int, int], embed_dim: int, cls_token: bool = True
-) -> torch.Tensor:
+def sincos_pos_embed_2d(grid_size: int | tuple[int, int], embed_dim: int, cls_token: bool = True) -> torch.Tensor:
     """Fixed 2-D sin-cos position table: half the width codes the column, half the row.
 
     The layout of MAE and timm, so their fixed tables load as they are.
@@ -64,11 +79,8 @@ def sincos_pos_embed_2d(
     if embed_dim % 4:
         raise ValueError(f"2-D sin-cos embeddings need embed_dim divisible by 4, got {embed_dim}")
     rows, cols = to_2tuple(grid_size)
-    row_of = torch.arange(rows).repeat_interleave(cols)  # (N,) 0,0,..,1,1,..
-    col_of = torch.arange(cols).repeat(rows)  # (N,) 0,1,..,0,1,..
-    table = torch.cat(
-        [sincos_1d(col_of, embed_dim // 2), sincos_1d(row_of, embed_dim // 2)], dim=1
-    )  # (N, D)
+    row_of, col_of = grid_coordinates(rows, cols).unbind(dim=1)  # each (N,): 0,0,..,1,1,.. and 0,1,..,0,1,..
+    table = torch.cat([sincos_1d(col_of, embed_dim // 2), sincos_1d(row_of, embed_dim // 2)], dim=1)  # (N, D)
     if cls_token:
         table = torch.cat([torch.zeros(1, embed_dim), table], dim=0)  # (N + 1, D)
     return table.unsqueeze(0)  # (1, T, D)
@@ -92,8 +104,7 @@ def pos_embed_similarity(pos_embed: torch.Tensor, num_prefix_tokens: int = 1) ->
 
 def grid_distance(rows: int, cols: int) -> torch.Tensor:
     """(N, N) Euclidean distance, in patches, between every two positions of a row-major grid."""
-    row = torch.arange(rows).repeat_interleave(cols).float()  # (N,)
-    col = torch.arange(cols).repeat(rows).float()  # (N,)
+    row, col = grid_coordinates(rows, cols).float().unbind(dim=1)  # each (N,)
     return ((row[:, None] - row[None]) ** 2 + (col[:, None] - col[None]) ** 2).sqrt()  # (N, N)
 
 

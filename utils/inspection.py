@@ -6,6 +6,7 @@ Every function takes tensors (a model's attention weights or parameters), never 
 
 import torch
 
+from utils.embeddings import grid_coordinates
 from utils.patches import to_2tuple
 
 
@@ -34,7 +35,9 @@ def attention_rollout(attn: torch.Tensor, residual: bool = True) -> torch.Tensor
     return rollout
 
 
-def cls_attention_map(weights: torch.Tensor, grid_size: int | tuple[int, int], num_prefix_tokens: int = 1) -> torch.Tensor:
+def cls_attention_map(
+    weights: torch.Tensor, grid_size: int | tuple[int, int], num_prefix_tokens: int = 1
+) -> torch.Tensor:
     """The class token's attention over the patches, laid out on the patch grid.
 
     Args:
@@ -91,8 +94,7 @@ def mean_attention_distance(
         (depth, heads) mean distances in pixels.
     """
     rows, cols = to_2tuple(grid_size)
-    positions = torch.stack(torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij"), -1)
-    positions = positions.reshape(-1, 2).to(attn.dtype) * patch_size  # (N, 2) patch corners, pixels
+    positions = grid_coordinates(rows, cols).to(attn.dtype) * patch_size  # (N, 2) patch corners, pixels
     distance = torch.cdist(positions, positions)  # (N, N)
     patches = attn[..., num_prefix_tokens:, num_prefix_tokens:]  # (depth, B, heads, N, N), a view
     # weighted distances summed over the keys, then renormalised: no (depth, B, heads, N, N) copy

@@ -31,8 +31,7 @@ def check_images(
     if images.ndim != 4:
         hint = " (add the batch axis: images.unsqueeze(0))" if images.ndim == 3 else ""
         raise ValueError(
-            f"expected images shaped (B, C, H, W), got a {images.ndim}-D tensor of shape "
-            f"{tuple(images.shape)}{hint}"
+            f"expected images shaped (B, C, H, W), got a {images.ndim}-D tensor of shape {tuple(images.shape)}{hint}"
         )
     _, channels, height, width = images.shape
     if in_channels is not None and channels != in_channels:
@@ -77,9 +76,7 @@ def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
     return grid.reshape(B, (H // P) * (W // P), C * P * P)  # (B, N, C*P*P)
 
 
-def unpatchify(
-    patches: torch.Tensor, patch_size: int, image_size: int | tuple[int, int]
-) -> torch.Tensor:
+def unpatchify(patches: torch.Tensor, patch_size: int, image_size: int | tuple[int, int]) -> torch.Tensor:
     """Put patches from `patchify` back into images; the exact inverse.
 
     Args:
@@ -96,8 +93,7 @@ def unpatchify(
     rows, cols = H // P, W // P
     if patches.ndim != 3 or patches.shape[1] != rows * cols or patches.shape[2] % (P * P):
         raise ValueError(
-            f"expected patches shaped (B, N={rows * cols}, C*{P}*{P}) for {H}x{W} images, "
-            f"got {tuple(patches.shape)}"
+            f"expected patches shaped (B, N={rows * cols}, C*{P}*{P}) for {H}x{W} images, got {tuple(patches.shape)}"
         )
     B, N, CPP = patches.shape
     C = CPP // (P * P)
@@ -135,9 +131,7 @@ class PatchEmbedding(nn.Module):
         """Accept images of another size from now on (the position table must be resized too)."""
         height, width = to_2tuple(image_size)
         if height % self.patch_size or width % self.patch_size:
-            raise ValueError(
-                f"image size {height}x{width} is not divisible by the patch size {self.patch_size}"
-            )
+            raise ValueError(f"image size {height}x{width} is not divisible by the patch size {self.patch_size}")
         self.image_size = (height, width)
         self.grid_size = (height // self.patch_size, width // self.patch_size)  # (rows, cols)
         self.num_patches = self.grid_size[0] * self.grid_size[1]

@@ -3,37 +3,37 @@
 Our parameter names are timm's, so a timm-layout checkpoint loads as it is (`from_timm`); a
 Hugging Face `transformers` checkpoint names the same tensors differently and keeps the query,
 key and value projections apart, so it is renamed and fused first (`hf_to_timm`, `from_hf`).
+Reading weight files, the cache and the download are `utils.weights`'.
 """
 
-import json
 import math
-import os
 import re
-import struct
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 from torch import nn
 
-from utils.vit import ViTConfig, VisionTransformer
-
-# Where downloaded weights are kept; set VIT_WEIGHTS_DIR to keep them elsewhere.
-CACHE_DIR = Path(os.environ.get("VIT_WEIGHTS_DIR", "~/.cache/vit-from-scratch/weights")).expanduser()
+from utils.vit import VisionTransformer, ViTConfig
+from utils.weights import VIT_B16_REPO, read_safetensors, vit_b16_path
 
 # Heads of the published ViT/DeiT sizes (every head 64 wide): Ti, S, B, L.
 KNOWN_NUM_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16}
 
-VIT_B16_REPO = "google/vit-base-patch16-224"
-# What that repository's config.json says and its weights file cannot (transformers' field names).
-VIT_B16_HF_CONFIG = {"num_attention_heads": 12, "layer_norm_eps": 1e-12, "qkv_bias": True,
-                     "image_size": 224, "patch_size": 16, "num_channels": 3, "hidden_act": "gelu"}  # fmt: skip
+# What the published ViT-B/16's config.json (VIT_B16_REPO on the hub) says and its weights file
+# cannot (transformers' field names).
+VIT_B16_HF_CONFIG = {
+    "num_attention_heads": 12,
+    "layer_norm_eps": 1e-12,
+    "qkv_bias": True,
+    "image_size": 224,
+    "patch_size": 16,
+    "num_channels": 3,
+    "hidden_act": "gelu",
+}
 
 
-def config_from_state_dict(
-    state_dict: dict[str, torch.Tensor], num_heads: int | None = None, **overrides
-) -> ViTConfig:
+def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int | None = None, **overrides) -> ViTConfig:
     """Read a ViT's shape off its timm-layout tensors.
 
     patch_embed.proj.weight (D, C, P, P) gives embed_dim, in_channels and patch_size; the block
@@ -53,12 +53,17 @@ def config_from_state_dict(
     if int(D * mlp_ratio) != hidden:  # the model builds int(D * mlp_ratio) units: round up a hair
         mlp_ratio = math.nextafter(mlp_ratio, math.inf)
     fields = dict(
-        patch_size=P, in_channels=C, embed_dim=D, depth=max(blocks, default=-1) + 1,
-        mlp_ratio=mlp_ratio, qkv_bias="blocks.0.attn.qkv.bias" in state_dict,
+        patch_size=P,
+        in_channels=C,
+        embed_dim=D,
+        depth=max(blocks, default=-1) + 1,
+        mlp_ratio=mlp_ratio,
+        qkv_bias="blocks.0.attn.qkv.bias" in state_dict,
         num_classes=state_dict["head.weight"].shape[0] if "head.weight" in state_dict else 0,
         pool="cls" if "cls_token" in state_dict else "mean",
-        pos_embed="learned" if "pos_embed" in state_dict else "none", norm_eps=1e-6,
-    )  # fmt: skip
+        pos_embed="learned" if "pos_embed" in state_dict else "none",
+        norm_eps=1e-6,
+    )
     fields.update(overrides)
     if "image_size" not in fields:
         if "pos_embed" not in state_dict:
@@ -172,8 +177,10 @@ def hf_to_timm(
                     qkv[layer, kind] = (torch.empty((3, *tensor.shape), dtype=tensor.dtype), set())  # (3, D, ...)
                 fused, seen = qkv[layer, kind]
                 if tensor.shape != fused.shape[1:]:
-                    raise ValueError(f"layer {layer}: the {kind}s of q, k and v differ in shape "
-                                     f"({tuple(fused.shape[1:])} and {tuple(tensor.shape)})")  # fmt: skip
+                    raise ValueError(
+                        f"layer {layer}: the {kind}s of q, k and v differ in shape "
+                        f"({tuple(fused.shape[1:])} and {tuple(tensor.shape)})"
+                    )
                 fused["qkv".index(part)] = tensor
                 seen.add(part)
                 if len(seen) == 3:  # rows [q; k; v]: (3D, D) or (3D,)
@@ -217,75 +224,15 @@ def from_hf(
     if fields.get("hidden_act", "gelu") != "gelu":
         raise ValueError(f"the course's MLP uses the exact GELU ('gelu'), the checkpoint {fields['hidden_act']!r}")
     overrides = {"norm_eps": fields.get("layer_norm_eps", 1e-12)}
-    for hf_name, name in [("image_size", "image_size"), ("patch_size", "patch_size"),
-                          ("num_channels", "in_channels"), ("qkv_bias", "qkv_bias")]:  # fmt: skip
+    for hf_name, name in [
+        ("image_size", "image_size"),
+        ("patch_size", "patch_size"),
+        ("num_channels", "in_channels"),
+        ("qkv_bias", "qkv_bias"),
+    ]:
         if hf_name in fields:
             overrides[name] = fields[hf_name]
     return from_timm(hf_to_timm(state_dict), fields.get("num_attention_heads"), assign=assign, **overrides)
-
-
-def load_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
-    """The tensors of a .safetensors file, or of a torch file (.pt, .pth, .bin) read with
-    weights_only=True (no code runs); a {"model": ...} or {"state_dict": ...} wrapper is opened."""
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    if path.suffix == ".safetensors":
-        return load_file(path)
-    if path.suffix not in (".pt", ".pth", ".bin"):
-        raise ValueError(f"expected a .safetensors, .pt, .pth or .bin file, got {path.name}")
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    for wrapper in ("model", "state_dict"):
-        if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
-            state = state[wrapper]
-    return state
-
-
-# dtype names of the safetensors format -> torch dtypes
-_SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-                       "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
-                       "U8": torch.uint8, "BOOL": torch.bool}  # fmt: skip
-
-
-def read_safetensors(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
-    """(name, tensor) pairs of a .safetensors file, one at a time, each read into its own memory.
-
-    The format is an 8-byte little-endian header length, a JSON header (name -> dtype, shape,
-    byte offsets) and the raw bytes. `load_checkpoint` maps the whole file into memory at once;
-    reading tensor by tensor with plain reads lets a converter drop what it has used (q, k, v
-    once fused), so a 346 MB checkpoint needs 346 MB, not 346 MB plus the parts it fused.
-    """
-    with open(Path(path).expanduser(), "rb") as file:
-        size = file.read(8)
-        header_size = struct.unpack("<Q", size)[0] if len(size) == 8 else 0
-        header = file.read(header_size)
-        if len(header) != header_size or not header.startswith(b"{"):
-            raise ValueError(f"{path} is no .safetensors file (an 8-byte length, a JSON header): a partial download?")
-        header = json.loads(header)
-        header.pop("__metadata__", None)
-        start = 8 + header_size
-        for name, entry in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
-            if entry["dtype"] not in _SAFETENSORS_DTYPES:
-                known = ", ".join(_SAFETENSORS_DTYPES)
-                raise ValueError(f"{name}: dtype {entry['dtype']} is not one this reader knows ({known})")
-            begin, end = entry["data_offsets"]
-            raw = torch.empty(end - begin, dtype=torch.uint8)
-            file.seek(start + begin)
-            if file.readinto(raw.numpy()) != end - begin:
-                raise ValueError(f"{path} ends inside tensor {name}: a partial download?")
-            yield name, raw.view(_SAFETENSORS_DTYPES[entry["dtype"]]).reshape(entry["shape"])
-
-
-def vit_b16_path(cache_dir: str | Path = CACHE_DIR) -> Path:
-    """Where the ViT-B/16 weights are looked for and downloaded to:
-    cache_dir/google--vit-base-patch16-224/model.safetensors."""
-    return Path(cache_dir).expanduser() / VIT_B16_REPO.replace("/", "--") / "model.safetensors"
-
-
-def find_vit_b16(cache_dir: str | Path = CACHE_DIR) -> Path | None:
-    """The ViT-B/16 weights file if it is on disk (see vit_b16_path), else None; never downloads."""
-    path = vit_b16_path(cache_dir)
-    return path if path.is_file() else None
 
 
 def load_vit_b16(path: str | Path | None = None) -> VisionTransformer:
@@ -300,26 +247,8 @@ def load_vit_b16(path: str | Path | None = None) -> VisionTransformer:
     path = vit_b16_path() if path is None else Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(
-            f"no ViT-B/16 weights at {path}: run `make weights` (or utils.pretrained.download_vit_b16()) "
+            f"no ViT-B/16 weights at {path}: run `make weights` (or utils.weights.download_vit_b16()) "
             f"once online, or download model.safetensors from https://huggingface.co/{VIT_B16_REPO} "
             "and put it there"
         )
     return from_hf(read_safetensors(path), VIT_B16_HF_CONFIG, assign=True)  # q, k, v fused as they are read
-
-
-def download_vit_b16(cache_dir: str | Path = CACHE_DIR) -> Path:
-    """Path of ViT-B/16's ImageNet weights (Hugging Face layout, 346 MB), downloaded once to
-    vit_b16_path(cache_dir); load with `load_vit_b16(path)`. Needs the internet the first time."""
-    path = vit_b16_path(cache_dir)
-    if path.is_file():
-        return path
-    try:
-        from huggingface_hub import hf_hub_download
-
-        return Path(hf_hub_download(VIT_B16_REPO, "model.safetensors", local_dir=path.parent))
-    except Exception as error:
-        raise RuntimeError(
-            f"could not download the weights ({type(error).__name__}: {error}). Without internet: "
-            f"download model.safetensors from https://huggingface.co/{VIT_B16_REPO}/tree/main "
-            f"and put it at {path}"
-        ) from error

@@ -1,10 +1,13 @@
-"""Where the course's code runs and how it repeats: seeding and device choice."""
+"""Where the course's code runs and how it repeats: seeding, device choice, and a model's mode."""
 
 import os
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
+from torch import nn
 
 
 def set_seed(seed: int = 0) -> int:
@@ -41,7 +44,25 @@ def get_device(name: str | None = None) -> torch.device:
     }
     if not available.get(device.type, False):
         raise ValueError(
-            f"device {name!r} is not available here; this machine has "
-            f"{[kind for kind, ok in available.items() if ok]}"
+            f"device {name!r} is not available here; this machine has {[kind for kind, ok in available.items() if ok]}"
         )
     return device
+
+
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """Run a `with` block with `model` in eval mode (no dropout), then restore the mode every
+    submodule had before, also when the block raises.
+
+        with eval_mode(model):
+            logits = model(images)
+    """
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"eval_mode needs a torch nn.Module, got {type(model).__name__}")
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield model
+    finally:
+        for module, training in modes:
+            module.training = training

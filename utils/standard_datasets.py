@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from utils.data import ImageDataset
+from utils.datasets import ImageDataset
 
 # Where each dataset's files are published; a file's URL is the base URL + its name.
 URLS = {
@@ -58,8 +58,16 @@ CHECKSUMS = {
 CLASSES = {
     "mnist": [str(digit) for digit in range(10)],
     "fashion_mnist": [
-        "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-        "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+        "T-shirt/top",
+        "Trouser",
+        "Pullover",
+        "Dress",
+        "Coat",
+        "Sandal",
+        "Shirt",
+        "Sneaker",
+        "Bag",
+        "Ankle boot",
     ],
     "cifar10": ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"],
 }

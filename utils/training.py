@@ -1,15 +1,16 @@
 """Lesson 6: training and evaluating a model on a CPU, within a number of epochs or a time budget.
 
-`fit` uses AdamW with a linear warm-up and a cosine decay, optional label smoothing and
-random-shift augmentation, shows a tqdm progress bar (the notebook widget in Jupyter) and
-returns a `History`. With `epochs` only, training is deterministic on the CPU given `seed`;
-with `time_budget` the number of steps depends on the machine's speed.
+`train_step` is one optimiser step (lesson 6's exercise). `fit` repeats it with AdamW, a linear
+warm-up and a cosine decay, optional label smoothing and random-shift augmentation, shows a
+tqdm progress bar (the notebook widget in Jupyter) and returns a `History`. With `epochs` only,
+training is deterministic on the CPU given `seed`; with `time_budget` the number of steps
+depends on the machine's speed.
 """
 
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -17,6 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
+
+from utils.runtime import eval_mode
 
 
 @dataclass
@@ -65,36 +68,167 @@ def random_shift(images: torch.Tensor, max_shift: int, generator: torch.Generato
     return padded.permute(0, 2, 3, 1)[batch, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
 
 
+def train_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    label_smoothing: float = 0.0,
+    return_logits: bool = False,
+) -> float | tuple[float, torch.Tensor]:
+    """One optimiser step on one batch: zero the gradients, cross-entropy, backward, step.
+
+    Args:
+        model: maps images (B, C, H, W) to logits (B, num_classes).
+        optimizer: updates the model's parameters.
+        images: (B, C, H, W), on the model's device.
+        labels: (B,) class indices.
+        label_smoothing: spread this much of each target's probability over all classes.
+        return_logits: also return the logits (B, num_classes), detached, e.g. for accuracy.
+    Returns:
+        the batch's mean loss as a float, or (loss, logits) with return_logits=True.
+    """
+    optimizer.zero_grad(set_to_none=True)
+    logits = model(images)  # (B, num_classes)
+    loss = F.cross_entropy(logits, labels, label_smoothing=label_smoothing)
+    loss.backward()
+    optimizer.step()
+    if return_logits:
+        return loss.item(), logits.detach()
+    return loss.item()
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, dataset: TensorDataset, batch_size: int = 128) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of `model` on `dataset` (eval mode, no gradients)."""
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     images, labels = dataset.tensors
     total_loss, correct = 0.0, 0
-    for start in range(0, len(labels), batch_size):
-        x = images[start : start + batch_size].to(device)
-        y = labels[start : start + batch_size].to(device)
-        logits = model(x)  # (b, num_classes)
-        total_loss += F.cross_entropy(logits, y, reduction="sum").item()
-        correct += (logits.argmax(dim=-1) == y).sum().item()
-    model.train(was_training)
+    with eval_mode(model):
+        for start in range(0, len(labels), batch_size):
+            x = images[start : start + batch_size].to(device)
+            y = labels[start : start + batch_size].to(device)
+            logits = model(x)  # (b, num_classes)
+            total_loss += F.cross_entropy(logits, y, reduction="sum").item()
+            correct += (logits.argmax(dim=-1) == y).sum().item()
     return total_loss / len(labels), correct / len(labels)
 
 
 @torch.no_grad()
 def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 128) -> torch.Tensor:
     """Predicted class of every image: (N, C, H, W) -> (N,)."""
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
-    predictions = [
-        model(images[start : start + batch_size].to(device)).argmax(dim=-1).cpu()
-        for start in range(0, len(images), batch_size)
-    ]
-    model.train(was_training)
+    with eval_mode(model):
+        predictions = [
+            model(images[start : start + batch_size].to(device)).argmax(dim=-1).cpu()
+            for start in range(0, len(images), batch_size)
+        ]
     return torch.cat(predictions)
+
+
+class TrainingClock:
+    """How far training has come: the larger of (steps done / total_steps) and (seconds since
+    the start / time_budget); either limit may be None. Training is over at 1."""
+
+    def __init__(self, total_steps: int | None, time_budget: float | None):
+        self.total_steps, self.time_budget = total_steps, time_budget
+        self.steps = 0
+        self.start = time.perf_counter()
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.start
+
+    def fraction(self) -> float:
+        by_steps = self.steps / self.total_steps if self.total_steps else 0.0
+        by_time = self.seconds() / self.time_budget if self.time_budget else 0.0
+        return max(by_steps, by_time)
+
+    def finished(self) -> bool:
+        return self.fraction() >= 1.0
+
+
+class ProgressReport:
+    """fit's tqdm bar (the notebook widget in Jupyter): steps when training for epochs, seconds
+    with a time budget, and the running loss and accuracy of the epoch after each step."""
+
+    def __init__(self, clock: TrainingClock, enabled: bool = True):
+        self.clock = clock
+        self.by_time = clock.time_budget is not None
+        self.bar = tqdm(
+            total=round(clock.time_budget) if self.by_time else clock.total_steps,
+            unit="s" if self.by_time else "step",
+            disable=not enabled,
+            leave=True,
+        )
+
+    def step(self, epoch: int, loss: float, accuracy: float) -> None:
+        """After a step: the epoch's mean loss and accuracy so far."""
+        self.bar.n = min(round(self.clock.seconds()), self.bar.total) if self.by_time else self.clock.steps
+        self.bar.set_postfix(epoch=epoch, loss=f"{loss:.3f}", acc=f"{accuracy:.3f}", refresh=False)
+        self.bar.update(0)
+
+    def epoch(self, epoch: int, loss: float, test_accuracy: float) -> None:
+        """After an epoch's evaluation: its training loss and the test accuracy."""
+        self.bar.set_postfix(epoch=epoch, loss=f"{loss:.3f}", test_acc=f"{test_accuracy:.3f}")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def shuffled_batches(
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    batch_size: int,
+    max_shift: int,
+    generator: torch.Generator,
+    device: torch.device,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """One epoch of batches in a random order, each image randomly shifted (see random_shift).
+
+    Args:
+        images: (N, C, H, W). labels: (N,).
+    Yields:
+        images (b, C, H, W) and labels (b,) on `device`; b = batch_size except perhaps the last.
+    """
+    order = torch.randperm(len(labels), generator=generator)  # (N,)
+    for batch_start in range(0, len(labels), batch_size):
+        index = order[batch_start : batch_start + batch_size]
+        yield random_shift(images[index], max_shift, generator).to(device), labels[index].to(device)
+
+
+def train_epoch(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    clock: TrainingClock,
+    *,
+    lr: float,
+    warmup: float,
+    label_smoothing: float = 0.0,
+    on_step: Callable[[float, float], None] | None = None,
+) -> tuple[float, float]:
+    """Train on `batches`, one train_step each, until they run out or `clock` says training is over.
+
+    Before every step the learning rate is set to lr * warmup_cosine(clock.fraction(), warmup).
+    `on_step(mean loss, accuracy)` is called after every step with the epoch's running values.
+    Returns:
+        the epoch's mean training loss and accuracy over the images it saw.
+    """
+    seen, loss_sum, correct = 0, 0.0, 0
+    for images, labels in batches:
+        for group in optimizer.param_groups:
+            group["lr"] = lr * warmup_cosine(clock.fraction(), warmup)
+        loss, logits = train_step(model, optimizer, images, labels, label_smoothing=label_smoothing, return_logits=True)
+        clock.steps += 1
+        seen += len(labels)
+        loss_sum += loss * len(labels)
+        correct += (logits.argmax(dim=-1) == labels).sum().item()
+        if on_step is not None:
+            on_step(loss_sum / seen, correct / seen)
+        if clock.finished():
+            break
+    return loss_sum / seen, correct / seen
 
 
 def fit(
@@ -136,76 +270,55 @@ def fit(
     """
     if epochs is None and time_budget is None:
         raise ValueError("give epochs, time_budget (seconds), or both")
+    if epochs is not None and epochs < 1 and not time_budget:
+        raise ValueError(f"epochs must be at least 1 (or give a time_budget), got {epochs}")
     device = next(model.parameters()).device
     images, labels = train.tensors
     steps_per_epoch = math.ceil(len(labels) / batch_size)
-    total_steps = epochs * steps_per_epoch if epochs is not None else None
+    clock = TrainingClock(epochs * steps_per_epoch if epochs is not None else None, time_budget)
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     history = History()
-    bar = tqdm(
-        total=total_steps if time_budget is None else round(time_budget),
-        unit="step" if time_budget is None else "s",
-        disable=not progress,
-        leave=True,
-    )
-    snapshot = lambda step: history.snapshots.append((step, model.pos_embed.detach().cpu().clone()))  # noqa: E731
+    report = ProgressReport(clock, enabled=progress)
+
+    def snapshot() -> None:
+        history.snapshots.append((clock.steps, model.pos_embed.detach().cpu().clone()))
+
     if snapshot_every:
-        snapshot(0)
+        snapshot()
+    epoch = 0
 
-    step, epoch, start = 0, 0, time.perf_counter()
-
-    def progress_fraction() -> float:
-        by_steps = step / total_steps if total_steps else 0.0
-        by_time = (time.perf_counter() - start) / time_budget if time_budget else 0.0
-        return max(by_steps, by_time)
+    def after_step(loss: float, accuracy: float) -> None:
+        if snapshot_every and clock.steps % snapshot_every == 0:
+            snapshot()
+        report.step(epoch, loss, accuracy)
 
     model.train()
-    while progress_fraction() < 1.0:
+    while not clock.finished():
         epoch += 1
-        order = torch.randperm(len(labels), generator=generator)
-        seen, loss_sum, correct = 0, 0.0, 0
-        for batch_start in range(0, len(labels), batch_size):
-            index = order[batch_start : batch_start + batch_size]
-            x = random_shift(images[index], max_shift, generator).to(device)  # (b, C, H, W)
-            y = labels[index].to(device)  # (b,)
-            for group in optimizer.param_groups:
-                group["lr"] = lr * warmup_cosine(progress_fraction(), warmup)
-            logits = model(x)  # (b, num_classes)
-            loss = F.cross_entropy(logits, y, label_smoothing=label_smoothing)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            step += 1
-            seen += len(y)
-            loss_sum += loss.item() * len(y)
-            correct += (logits.argmax(dim=-1) == y).sum().item()
-            if snapshot_every and step % snapshot_every == 0:
-                snapshot(step)
-            bar.n = step if time_budget is None else min(round(time.perf_counter() - start), bar.total)
-            bar.set_postfix(epoch=epoch, loss=f"{loss_sum / seen:.3f}", acc=f"{correct / seen:.3f}", refresh=False)
-            bar.update(0)
-            if progress_fraction() >= 1.0:
-                break
+        batches = shuffled_batches(images, labels, batch_size, max_shift, generator, device)
+        train_loss, train_accuracy = train_epoch(
+            model, optimizer, batches, clock, lr=lr, warmup=warmup, label_smoothing=label_smoothing, on_step=after_step
+        )
         history.epoch.append(epoch)
-        history.step.append(step)
-        history.seconds.append(time.perf_counter() - start)
+        history.step.append(clock.steps)
+        history.seconds.append(clock.seconds())
         history.lr.append(optimizer.param_groups[0]["lr"])
-        history.train_loss.append(loss_sum / seen)
-        history.train_accuracy.append(correct / seen)
+        history.train_loss.append(train_loss)
+        history.train_accuracy.append(train_accuracy)
         if test is not None:
             test_loss, test_accuracy = evaluate(model, test)
             history.test_loss.append(test_loss)
             history.test_accuracy.append(test_accuracy)
-            bar.set_postfix(epoch=epoch, loss=f"{loss_sum / seen:.3f}", test_acc=f"{test_accuracy:.3f}")
+            report.epoch(epoch, train_loss, test_accuracy)
         if on_epoch is not None:
             on_epoch(history)
-    if snapshot_every and history.snapshots[-1][0] != step:
-        snapshot(step)
+    if snapshot_every and history.snapshots[-1][0] != clock.steps:
+        snapshot()
     history.done = True
     if on_epoch is not None:
         on_epoch(history)
-    bar.close()
+    report.close()
     model.eval()
     return history
 

@@ -39,9 +39,7 @@ class ViTConfig:
     def __post_init__(self):
         height, width = to_2tuple(self.image_size)
         if height % self.patch_size or width % self.patch_size:
-            raise ValueError(
-                f"image_size {height}x{width} is not divisible by patch_size {self.patch_size}"
-            )
+            raise ValueError(f"image_size {height}x{width} is not divisible by patch_size {self.patch_size}")
         if self.embed_dim % self.num_heads:
             raise ValueError(
                 f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}: "
@@ -69,9 +67,15 @@ class ViTConfig:
     def tiny(cls, **overrides) -> "ViTConfig":
         """The course's tiny model: 32 px RGB, 4 px patches (64 tokens), 4 blocks of width 64."""
         fields = dict(
-            image_size=32, patch_size=4, in_channels=3, num_classes=10,
-            embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0,
-        )  # fmt: skip
+            image_size=32,
+            patch_size=4,
+            in_channels=3,
+            num_classes=10,
+            embed_dim=64,
+            depth=4,
+            num_heads=4,
+            mlp_ratio=2.0,
+        )
         return cls(**{**fields, **overrides})
 
     @classmethod
@@ -105,9 +109,15 @@ class VisionTransformer(nn.Module):
         self.pos_drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
             EncoderBlock(
-                D, config.num_heads, config.mlp_ratio, config.qkv_bias,
-                config.dropout, config.attn_dropout, norm_first=True, norm_eps=config.norm_eps,
-            )  # fmt: skip
+                D,
+                config.num_heads,
+                config.mlp_ratio,
+                config.qkv_bias,
+                config.dropout,
+                config.attn_dropout,
+                norm_first=True,
+                norm_eps=config.norm_eps,
+            )
             for _ in range(config.depth)
         )
         self.norm = nn.LayerNorm(D, eps=config.norm_eps)
@@ -191,6 +201,9 @@ class VisionTransformer(nn.Module):
         if mismatched:
             hint = ""
             if any(line.startswith("pos_embed") for line in mismatched):
-                hint = " (a position table for another image size: build the model at that size, load, then set_image_size)"
+                hint = (
+                    " (a position table for another image size: build the model at that size, load, "
+                    "then set_image_size)"
+                )
             raise ValueError("checkpoint does not fit this model:\n  " + "\n  ".join(mismatched) + hint)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)

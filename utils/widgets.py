@@ -16,6 +16,7 @@ from IPython.display import display
 from utils.embeddings import neighbour_similarity, pos_embed_similarity
 from utils.inspection import attention_rollout, attention_share
 from utils.patches import to_2tuple
+from utils.runtime import eval_mode
 from utils.viz.core import DPI, to_numpy_image
 
 
@@ -153,7 +154,9 @@ class AttentionExplorer(widgets.VBox):
         if images.ndim != 4 or tuple(images.shape[1:]) != expected:
             raise ValueError(f"expected images (B, {', '.join(map(str, expected))}), got {tuple(images.shape)}")
         if regions is not None and tuple(regions.shape) != (len(images), rows, cols):
-            raise ValueError(f"expected regions (B, rows, cols) = ({len(images)}, {rows}, {cols}), got {tuple(regions.shape)}")
+            raise ValueError(
+                f"expected regions (B, rows, cols) = ({len(images)}, {rows}, {cols}), got {tuple(regions.shape)}"
+            )
         self.model, self.images, self.labels, self.classes, self.regions = model, images, labels, classes, regions
         self.preprocess = preprocess or (lambda images: images)
         self.grid_size, self.patch_size = (rows, cols), model.patch_embed.patch_size
@@ -165,7 +168,9 @@ class AttentionExplorer(widgets.VBox):
         self.image = widgets.IntSlider(value=0, min=0, max=len(images) - 1, description="image")
         self.mode = widgets.ToggleButtons(options=["attention", "rollout"], description="show")
         self.layer = widgets.IntSlider(value=config.depth, min=1, max=config.depth, description="layer")
-        self.head = widgets.Dropdown(options=[("mean", -1)] + [(str(h + 1), h) for h in range(heads)], description="head")
+        self.head = widgets.Dropdown(
+            options=[("mean", -1)] + [(str(h + 1), h) for h in range(heads)], description="head"
+        )
         self.query = widgets.ToggleButtons(options=queries, description="query")
         self.row = widgets.IntSlider(value=rows // 2, min=0, max=rows - 1, description="query row")
         self.col = widgets.IntSlider(value=cols // 2, min=0, max=cols - 1, description="query col")
@@ -180,11 +185,15 @@ class AttentionExplorer(widgets.VBox):
         H, W = expected[1:]
         extent = (-0.5, W - 0.5, H - 0.5, -0.5)  # the map's cells cover the image's patches
         self.picture = self.ax.imshow(to_numpy_image(images[0]), cmap="gray")
-        self.overlay = self.ax.imshow(np.zeros((rows, cols)), cmap="inferno", alpha=0.6, extent=extent, interpolation="nearest")
+        self.overlay = self.ax.imshow(
+            np.zeros((rows, cols)), cmap="inferno", alpha=0.6, extent=extent, interpolation="nearest"
+        )
         self.box = _patch_outline(self.ax, self.patch_size)
         self.ax.set_axis_off()
         self.head_axes = [self.fig.add_subplot(grid[h // head_cols, 2 + h % head_cols]) for h in range(heads)]
-        self.head_images = [ax.imshow(np.zeros((rows, cols)), cmap="inferno", interpolation="nearest") for ax in self.head_axes]
+        self.head_images = [
+            ax.imshow(np.zeros((rows, cols)), cmap="inferno", interpolation="nearest") for ax in self.head_axes
+        ]
         for h, ax in enumerate(self.head_axes):
             ax.set_xticks([])
             ax.set_yticks([])
@@ -195,19 +204,20 @@ class AttentionExplorer(widgets.VBox):
 
         for control in (self.image, self.mode, self.layer, self.head, self.query, self.row, self.col):
             control.observe(lambda change: self.redraw(), names="value")
-        controls = widgets.HBox([widgets.VBox([self.image, self.mode, self.layer, self.head]),
-                                 widgets.VBox([self.query, self.row, self.col])])  # fmt: skip
+        controls = widgets.HBox(
+            [
+                widgets.VBox([self.image, self.mode, self.layer, self.head]),
+                widgets.VBox([self.query, self.row, self.col]),
+            ]
+        )
         super().__init__([controls, self.summary, self.output])
         self.redraw()
 
     def attention(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(attn (depth, heads, T, T), logits (num_classes,)) for image `index`, computed once."""
         if index not in self._cache:
-            was_training = self.model.training
-            self.model.eval()
-            with torch.no_grad():
+            with eval_mode(self.model), torch.no_grad():
                 logits, attn = self.model(self.preprocess(self.images[index : index + 1]), return_attention=True)
-            self.model.train(was_training)
             self._cache[index] = attn[:, 0].float().cpu(), logits[0].float().cpu()
         return self._cache[index]
 
@@ -249,8 +259,14 @@ class AttentionExplorer(widgets.VBox):
         self.box.set_visible(self.query.value == "patch")
         P = self.patch_size
         self.box.set_xy((self.col.value * P - 0.5, self.row.value * P - 0.5))
-        what = f"rollout through layer {self.layer.value}" if self.mode.value == "rollout" else (
-            f"layer {self.layer.value}, " + ("mean of the heads" if self.head.value < 0 else f"head {self.head.value + 1}"))  # fmt: skip
+        what = (
+            f"rollout through layer {self.layer.value}"
+            if self.mode.value == "rollout"
+            else (
+                f"layer {self.layer.value}, "
+                + ("mean of the heads" if self.head.value < 0 else f"head {self.head.value + 1}")
+            )
+        )
         who = "class token" if self.query.value == "class token" else f"patch ({self.row.value}, {self.col.value})"
         self.ax.set_title(f"{who}: {what}", fontsize=9)
         self.heads_title.set_text(f"the heads of layer {self.layer.value}, same query")
@@ -328,7 +344,7 @@ class PositionSimilarityExplorer(widgets.VBox):
             self.tables[self.DURING_TRAINING] = None
         if not self.tables:
             raise ValueError("expected at least one position table")
-        for name, table in [*tables.items(), *(snapshots and zip(steps, snapshots["tables"]) or [])]:
+        for name, table in [*tables.items(), *((snapshots and zip(steps, snapshots["tables"])) or [])]:
             if table.shape[-2] != num_prefix_tokens + rows * cols:
                 raise ValueError(
                     f"table {name!r}: expected {num_prefix_tokens} + {rows} x {cols} = "

@@ -1,9 +1,10 @@
 """The learner's exercise checkers, one module per lesson (`utils.checks.patches` for lesson 1, ...).
 
 Each checker compares the learner's function with the course's reference on random inputs and
-names the mistake in words; `core` holds what they share.
+names the mistake in words; `core` holds what they share (`call_learner`, `compare`, `CheckFailed`)
+and `claim`, with which a lesson asserts what it prints.
 """
 
-from utils.checks.core import CheckFailed
+from utils.checks.core import CheckFailed, claim
 
-__all__ = ["CheckFailed"]
+__all__ = ["CheckFailed", "claim"]

@@ -6,7 +6,7 @@ from collections.abc import Callable
 import torch
 
 from utils.attention import scaled_dot_product_attention
-from utils.checks.core import CheckFailed, call_learner, describe_match, name_known_mistake, summarize
+from utils.checks.core import CheckFailed, call_learner, compare, summarize
 
 ATOL = 1e-5  # float32 attention written another way (einsum, scaling q first) differs by ~1e-7
 
@@ -49,25 +49,34 @@ def _out_variants(weights: torch.Tensor, q: torch.Tensor, v: torch.Tensor) -> di
     return variants
 
 
+def _is_pair_of_tensors(result) -> bool:
+    return isinstance(result, tuple) and len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result)
+
+
 def _call_attention(fn: Callable, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, where: str):
     """Run the learner's attention; it must return a pair of tensors (out, weights)."""
     try:
-        result = fn(q.clone(), k.clone(), v.clone())
-    except NotImplementedError:
-        raise
-    except RuntimeError as error:  # most often q @ k with k not transposed
-        hint = ""
-        if "shape" in str(error) or "size" in str(error):
+        return call_learner(
+            fn,
+            q.clone(),
+            k.clone(),
+            v.clone(),
+            returns=_is_pair_of_tensors,
+            expected="a pair of tensors (out, weights)",
+            where=where,
+        )
+    except CheckFailed as failure:
+        error = failure.__cause__
+        if isinstance(error, RuntimeError) and ("shape" in str(error) or "size" in str(error)):
+            # most often q @ k with k not transposed
             hint = " (the scores are q @ k.transpose(-2, -1): did you forget to transpose k?)"
-        raise CheckFailed(f"your function raised RuntimeError {where}: {error}{hint}") from error
-    except Exception as error:  # the learner's code may raise anything
-        raise CheckFailed(f"your function raised {type(error).__name__} {where}: {error}") from error
-    if not (isinstance(result, tuple) and len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result)):
-        raise CheckFailed(f"expected a pair of tensors (out, weights), got {type(result).__name__}")
-    return result
+            raise CheckFailed(f"{failure}{hint}") from error
+        raise
 
 
-def check_attention(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]) -> None:
+def check_attention(
+    fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+) -> None:
     """Check a learner's attention(q, k, v) -> (out (..., N_q, d_v), weights (..., N_q, N_k))."""
     generator = torch.Generator().manual_seed(0)
     verdicts = []
@@ -77,35 +86,36 @@ def check_attention(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tup
         where = f"for q {q_shape}, k {k_shape}, v {v_shape}"
         out, weights = _call_attention(fn, q, k, v, where)
 
-        if weights.shape != expected_weights.shape:
-            hint = ""
-            if out.shape == expected_weights.shape and weights.shape == expected_out.shape:
-                hint = ": you returned (weights, out); return (out, weights)"
-            elif weights.shape == (*q_shape[:-2], q_shape[-1], k_shape[-1]):
-                hint = ": the scores are q @ k^T (N_q x N_k), not q^T @ k (d x d)"
-            elif weights.shape == (*k_shape[:-1], q_shape[-2]):
-                hint = ": q and k are swapped: the scores are q @ k^T, one row per query, not k @ q^T"
-            raise CheckFailed(
-                f"expected weights of shape {tuple(expected_weights.shape)} (..., N_q, N_k), "
-                f"got {tuple(weights.shape)} {where}{hint}"
+        weight_hints = {  # where two shapes coincide, the later entry wins
+            (*k_shape[:-1], q_shape[-2]): "q and k are swapped: the scores are q @ k^T, one row per query, not k @ q^T",
+            (*q_shape[:-2], q_shape[-1], k_shape[-1]): "the scores are q @ k^T (N_q x N_k), not q^T @ k (d x d)",
+        }
+        if out.shape == expected_weights.shape:
+            weight_hints[tuple(expected_out.shape)] = "you returned (weights, out); return (out, weights)"
+        verdicts.append(
+            compare(
+                weights,
+                expected_weights,
+                where,
+                shape_wording="expected weights of shape {} (..., N_q, N_k)",
+                shape_hints=weight_hints,
+                atol=ATOL,
+                mistakes=_weight_variants(q, k),
+                name="weights",
             )
-        try:
-            verdicts.append(describe_match(weights, expected_weights, atol=ATOL))
-        except CheckFailed as failure:
-            name_known_mistake(weights, _weight_variants(q, k), where)
-            raise CheckFailed(f"weights: {failure} {where}") from None
-
-        out_variants = _out_variants(expected_weights, q, v)
-        if out.shape != expected_out.shape:
-            name_known_mistake(out, out_variants, where)
-            raise CheckFailed(
-                f"expected out of shape {tuple(expected_out.shape)} (..., N_q, d_v), got {tuple(out.shape)} {where}"
+        )
+        verdicts.append(
+            compare(
+                out,
+                expected_out,
+                where,
+                shape_wording="expected out of shape {} (..., N_q, d_v)",
+                atol=ATOL,
+                mistakes=_out_variants(expected_weights, q, v),
+                name="out",
+                advice=": out = weights @ v",
             )
-        try:
-            verdicts.append(describe_match(out, expected_out, atol=ATOL))
-        except CheckFailed as failure:
-            name_known_mistake(out, out_variants, where)
-            raise CheckFailed(f"out: {failure} {where}: out = weights @ v") from None
+        )
     print(f"✓ attention matches the reference on {len(ATTENTION_CASES)} cases (out and weights): {summarize(verdicts)}")
 
 
@@ -115,7 +125,9 @@ def _masks(generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor,
     # key padding: 3 sequences of 6 slots holding 4, 2 and 5 real tokens, mask (B, 1, 1, N_k)
     lengths = torch.tensor([4, 2, 5])
     keep = torch.arange(6)[None, :] < lengths[:, None]  # (B, N_k)
-    cases.append((torch.randn(3, 2, 6, 6, generator=generator), keep[:, None, None, :], "a padding mask (B, 1, 1, N_k)"))
+    cases.append(
+        (torch.randn(3, 2, 6, 6, generator=generator), keep[:, None, None, :], "a padding mask (B, 1, 1, N_k)")
+    )
     # causal: each query sees itself and the tokens before it, mask (N, N); the last row keeps all, so
     # hide the first key from the last query too
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
@@ -138,16 +150,19 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
         expected = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)  # (..., N_q, N_k)
         where = f"for scores {tuple(scores.shape)} and {description}"
         got = call_learner(fn, scores.clone(), mask.clone())
-        if got.shape != expected.shape:
-            raise CheckFailed(f"expected weights of shape {tuple(expected.shape)}, got {tuple(got.shape)} {where}")
-        try:
-            verdicts.append(describe_match(got, expected, atol=ATOL))
-            continue
-        except CheckFailed as failure:
-            mismatch = failure
+
+        def hidden_keys_weighted(got: torch.Tensor) -> str | None:
+            """Names weight left on the keys the mask hides."""
+            hidden = ~mask.expand_as(got)
+            if got[hidden].abs().max() > ATOL:
+                return f"hidden keys get weight up to {got[hidden].abs().max():.3g} {where}; they must get 0"
+            return None
+
         variants = {
             "the mask is inverted: True means 'may attend' (torch's convention), so hide the keys "
-            "where the mask is False (scores.masked_fill(~mask, -inf))": scores.masked_fill(mask, float("-inf")).softmax(-1),
+            "where the mask is False (scores.masked_fill(~mask, -inf))": scores.masked_fill(
+                mask, float("-inf")
+            ).softmax(-1),
             "hidden keys still get weight: a score of 0 is not 'no attention' (exp(0) = 1); fill the "
             "hidden scores with -inf, so that exp gives exactly 0": scores.masked_fill(~mask, 0.0).softmax(-1),
             "you masked after the softmax without renormalising: the rows no longer sum to 1; mask the "
@@ -155,9 +170,15 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
             "the softmax runs over the wrong axis: each row (one query's weights over the keys) must "
             "sum to 1, so use dim=-1": scores.masked_fill(~mask, float("-inf")).softmax(-2),
         }
-        name_known_mistake(got, variants, where)
-        hidden = ~mask.expand_as(got)
-        if got[hidden].abs().max() > ATOL:
-            raise CheckFailed(f"hidden keys get weight up to {got[hidden].abs().max():.3g} {where}; they must get 0")
-        raise CheckFailed(f"{mismatch} {where}") from None
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_wording="expected weights of shape {}",
+                atol=ATOL,
+                mistakes=variants,
+                diagnose=hidden_keys_weighted,
+            )
+        )
     print(f"✓ masked_softmax matches the reference on {len(verdicts)} masks: {summarize(verdicts)}")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from utils.checks.core import CheckFailed, call_learner, describe_match, name_known_mistake, summarize
+from utils.checks.core import CheckFailed, call_learner, compare, summarize
 from utils.embeddings import prepend_cls_token, resize_pos_embed, sincos_pos_embed_2d
 
 # ---- the token sequence z0 = [x_class; x_p1 E; ...; x_pN E] + E_pos ----------------------
@@ -49,6 +49,56 @@ def _token_variants(patches, E, cls_token, pos_embed) -> dict[str, torch.Tensor]
     }
 
 
+def _call_build_tokens(fn: Callable, patches, E, cls_token, pos_embed, where: str) -> torch.Tensor:
+    """call_learner, plus what its two classic crashes mean: patches and E multiplied the wrong way,
+    a class token not expanded over the batch."""
+    B = patches.shape[0]
+    try:
+        return call_learner(fn, patches.clone(), E.clone(), cls_token.clone(), pos_embed.clone())
+    except CheckFailed as failure:
+        text = str(failure)
+        if "cannot be multiplied" in text:
+            raise CheckFailed(
+                f"{failure} {where}: E is (C*P*P, D), so the projection is patches @ E, "
+                "(B, N, C*P*P) @ (C*P*P, D) -> (B, N, D)"
+            ) from None
+        not_expanded = B > 1 and "Sizes of tensors must match" in text
+        if not_expanded and _works_for_one_image(fn, patches, E, cls_token, pos_embed):
+            raise CheckFailed(
+                f"{failure} {where}: it works for one image but not for {B}: the class "
+                "token (1, 1, D) is not expanded over the batch; use "
+                "cls_token.expand(B, -1, -1) before torch.cat"
+            ) from None
+        raise CheckFailed(f"{failure} {where}") from None
+
+
+def _works_for_one_image(fn: Callable, patches, E, cls_token, pos_embed) -> bool:
+    """Whether the learner's build_tokens runs on the first image alone."""
+    try:
+        call_learner(fn, patches[:1].clone(), E.clone(), cls_token.clone(), pos_embed.clone(), returns=object)
+    except CheckFailed:
+        return False
+    return True
+
+
+def _token_shape_hints(B: int, N: int, D: int) -> dict[tuple[int, ...], str]:
+    """Wrong z0 shapes, each with the sentence that explains it."""
+    concatenated = "pos_embed is concatenated along the token axis; eq. 1 ADDS it, one position vector to each token"
+    hints = {
+        (B, N + 1, 2 * D): "pos_embed is concatenated to the tokens; eq. 1 ADDS it "
+        "(z0 = [cls; tokens] + pos_embed), so the width stays D",
+        (B, 2 * (N + 1), D): concatenated,
+        (B, 2 * N + 1, D): concatenated,
+        (B, N, D): "the class token is missing; prepend it, so T = N + 1",
+        (B, N + 2, D): "one token too many; prepend exactly one class token",
+    }
+    if B > 1:
+        hints[(1, N + 1, D)] = (
+            "the batch axis collapsed to 1; expand the class token to (B, 1, D) and keep one sequence per image"
+        )
+    return hints
+
+
 def check_token_sequence(fn: Callable[..., torch.Tensor]) -> None:
     """Check a learner's build_tokens(patches, E, cls_token, pos_embed) -> z0 (B, N + 1, D).
 
@@ -60,58 +110,31 @@ def check_token_sequence(fn: Callable[..., torch.Tensor]) -> None:
         patches, E, cls_token, pos_embed = _token_inputs(B, N, CPP, D, generator)
         expected = prepend_cls_token(patches @ E, cls_token) + pos_embed  # (B, N + 1, D)
         where = f"for patches of shape {(B, N, CPP)} and D = {D}"
-        inputs = (patches.clone(), E.clone(), cls_token.clone(), pos_embed.clone())
-        try:
-            got = call_learner(fn, *inputs)
-        except CheckFailed as failure:
-            text = str(failure)
-            if "cannot be multiplied" in text:
-                raise CheckFailed(
-                    f"{failure} {where}: E is (C*P*P, D), so the projection is patches @ E, "
-                    "(B, N, C*P*P) @ (C*P*P, D) -> (B, N, D)"
-                ) from None
-            if B > 1 and "Sizes of tensors must match" in text:
-                try:
-                    fn(patches[:1].clone(), E.clone(), cls_token.clone(), pos_embed.clone())
-                    works_for_one = True
-                except Exception:
-                    works_for_one = False
-                if works_for_one:
-                    raise CheckFailed(
-                        f"{failure} {where}: it works for one image but not for {B}: the class "
-                        "token (1, 1, D) is not expanded over the batch; use "
-                        "cls_token.expand(B, -1, -1) before torch.cat"
-                    ) from None
-            raise CheckFailed(f"{failure} {where}") from None
-        if got.shape != expected.shape:
-            hint = ""
-            if got.shape == (B, N + 1, 2 * D):
-                hint = (": pos_embed is concatenated to the tokens; eq. 1 ADDS it "
-                        "(z0 = [cls; tokens] + pos_embed), so the width stays D")
-            elif got.shape == (B, 2 * (N + 1), D) or got.shape == (B, 2 * N + 1, D):
-                hint = (": pos_embed is concatenated along the token axis; eq. 1 ADDS it, one "
-                        "position vector to each token")
-            elif got.shape == (B, N, D):
-                hint = ": the class token is missing; prepend it, so T = N + 1"
-            elif got.shape == (1, N + 1, D) and B > 1:
-                hint = (": the batch axis collapsed to 1; expand the class token to "
-                        "(B, 1, D) and keep one sequence per image")
-            elif got.shape == (B, N + 2, D):
-                hint = ": one token too many; prepend exactly one class token"
-            raise CheckFailed(f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)} {where}{hint}")
-        try:
-            verdicts.append(describe_match(got, expected, atol=1e-5))
-        except CheckFailed as failure:
-            name_known_mistake(got, _token_variants(patches, E, cls_token, pos_embed), where, atol=1e-4)
+        got = _call_build_tokens(fn, patches, E, cls_token, pos_embed, where)
+
+        def only_token_0_wrong(got: torch.Tensor) -> str | None:
+            """Names right patch tokens with a wrong class token."""
             if torch.allclose(got[:, 1:], expected[:, 1:], atol=1e-4):
-                raise CheckFailed(
+                return (
                     f"the patch tokens are right but token 0 is not: it must be the class token "
                     f"plus pos_embed[:, 0] ({where})"
-                ) from None
-            raise CheckFailed(f"{failure} {where}") from None
+                )
+            return None
+
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_hints=_token_shape_hints(B, N, D),
+                atol=1e-5,
+                mistakes=_token_variants(patches, E, cls_token, pos_embed),
+                mistake_atol=1e-4,
+                diagnose=only_token_0_wrong,
+            )
+        )
     print(
-        f"✓ build_tokens matches z0 = [cls; patches @ E] + pos_embed on {len(verdicts)} batches: "
-        f"{summarize(verdicts)}"
+        f"✓ build_tokens matches z0 = [cls; patches @ E] + pos_embed on {len(verdicts)} batches: {summarize(verdicts)}"
     )
 
 
@@ -129,8 +152,9 @@ _FREQUENCIES = {  # q = D/4 frequencies per axis, i = 0 .. q - 1; the first one 
     "so the lowest frequency is just above 1/10000": lambda i, q: 1.0 / 10000 ** (i / max(q - 1, 1)),
     "the frequencies are not inverted (10000^(i/(D/4)) grows); omega_i = 1/10000^(i/(D/4)) "
     "falls from 1 to about 1/10000": lambda i, q: 10000.0 ** (i / q),
-    "the frequency index starts at 1; with i = 0 .. D/4 - 1 the first frequency is exactly 1":
-        lambda i, q: 1.0 / 10000 ** ((i + 1) / q),
+    "the frequency index starts at 1; with i = 0 .. D/4 - 1 the first frequency is exactly 1": lambda i, q: (
+        1.0 / 10000 ** ((i + 1) / q)
+    ),
 }
 
 
@@ -166,8 +190,10 @@ def _name_sincos_mistake(table: torch.Tensor, rows: int, cols: int, D: int) -> s
         if torch.allclose(table, variant, atol=1e-4):
             reasons = []
             if axes_swapped:
-                reasons.append("rows and columns are swapped: the FIRST half of the channels codes the column "
-                               "(x), the second half the row (y)")
+                reasons.append(
+                    "rows and columns are swapped: the FIRST half of the channels codes the column "
+                    "(x), the second half the row (y)"
+                )
             if orders[order]:
                 reasons.append(orders[order])
             if name != "right":
@@ -191,6 +217,29 @@ def _layout_is_right_but_not_the_frequencies(table: torch.Tensor, rows: int, col
     return pairs_ok and column_half_ok and row_half_ok
 
 
+def _name_sincos_table_mistake(
+    got: torch.Tensor, expected: torch.Tensor, rows: int, cols: int, D: int, where: str
+) -> str | None:
+    """The message for a wrong (1, 1 + N, D) table: its class token's row, its layout or its frequencies."""
+    N = rows * cols
+    if got[0, 0].abs().max() > 1e-6:
+        hint = "the class token's row must be all zeros (it belongs to no patch)"
+        if torch.allclose(got[0, 1:], expected[0, 1:], atol=1e-5):
+            return f"{hint}; the patch rows are right ({where})"
+        if torch.allclose(got[0, :N], expected[0, 1:], atol=1e-5):
+            return f"the class token's zero row must come FIRST, before the patch rows ({where})"
+    patch_rows = got[0, 1:].float()  # (N, D)
+    reason = _name_sincos_mistake(patch_rows, rows, cols, D)
+    if reason:
+        return f"{reason} ({where})"
+    if _layout_is_right_but_not_the_frequencies(patch_rows, rows, cols, D):
+        return (
+            f"the layout is right but the frequencies are wrong: omega_i = 1/10000^(i/(D/4)) "
+            f"for i = 0 .. D/4 - 1 ({where})"
+        )
+    return None
+
+
 def check_sincos_2d(fn: Callable[[int, int, int], torch.Tensor]) -> None:
     """Check a learner's sincos_2d(rows, cols, embed_dim) -> (1, 1 + rows * cols, D), the class
     token's all-zero row first, then the patches in row-major order."""
@@ -200,36 +249,25 @@ def check_sincos_2d(fn: Callable[[int, int, int], torch.Tensor]) -> None:
         N = rows * cols
         got = call_learner(fn, rows, cols, D)
         where = f"for a {rows} x {cols} grid and D = {D}"
-        if got.shape != expected.shape:
-            hint = ""
-            if got.shape in {(1, N, D), (N, D)}:
-                hint = ": the class token's row is missing; prepend one all-zero row (it belongs to no patch)"
-            elif got.shape == (1 + N, D):
-                hint = ": the batch axis is missing; return table.unsqueeze(0)"
-            elif got.shape == (1, 1 + N, D // 2) or got.shape == (1, N, D // 2):
-                hint = ": only one axis is coded; concatenate the column code and the row code, D/2 channels each"
-            raise CheckFailed(f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)} {where}{hint}")
-        try:
-            verdicts.append(describe_match(got, expected, atol=1e-5))
-        except CheckFailed as failure:
-            if got[0, 0].abs().max() > 1e-6:
-                hint = "the class token's row must be all zeros (it belongs to no patch)"
-                if torch.allclose(got[0, 1:], expected[0, 1:], atol=1e-5):
-                    raise CheckFailed(f"{hint}; the patch rows are right ({where})") from None
-                if torch.allclose(got[0, :N], expected[0, 1:], atol=1e-5):
-                    raise CheckFailed(
-                        f"the class token's zero row must come FIRST, before the patch rows ({where})"
-                    ) from None
-            patch_rows = got[0, 1:].float()  # (N, D)
-            reason = _name_sincos_mistake(patch_rows, rows, cols, D)
-            if reason:
-                raise CheckFailed(f"{reason} ({where})") from None
-            if _layout_is_right_but_not_the_frequencies(patch_rows, rows, cols, D):
-                raise CheckFailed(
-                    f"the layout is right but the frequencies are wrong: omega_i = 1/10000^(i/(D/4)) "
-                    f"for i = 0 .. D/4 - 1 ({where})"
-                ) from None
-            raise CheckFailed(f"{failure} {where}") from None
+        missing_class_row = "the class token's row is missing; prepend one all-zero row (it belongs to no patch)"
+        one_axis = "only one axis is coded; concatenate the column code and the row code, D/2 channels each"
+        shape_hints = {
+            (1, N, D): missing_class_row,
+            (N, D): missing_class_row,
+            (1 + N, D): "the batch axis is missing; return table.unsqueeze(0)",
+            (1, 1 + N, D // 2): one_axis,
+            (1, N, D // 2): one_axis,
+        }
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_hints=shape_hints,
+                atol=1e-5,
+                diagnose=lambda got: _name_sincos_table_mistake(got, expected, rows, cols, D, where),
+            )
+        )
     print(f"✓ sincos_2d matches the reference table on {len(verdicts)} grids: {summarize(verdicts)}")
 
 
@@ -260,16 +298,20 @@ def _resize_variants(pos_embed, old, new) -> dict[str, torch.Tensor]:
         "axis: reshape to (1, rows, cols, D) and permute(0, 3, 1, 2)": back(resample(grid.reshape(1, D, r, c))),
         "after interpolating you reshaped (1, D, rows', cols') straight to (1, N', D); permute(0, 2, 3, 1) "
         "first to bring the channels last": resample(right_image).reshape(1, nr * nc, D),
-        "rows and columns are swapped: the table is row-major, (rows, cols), and so is the new size":
-            back(resample(grid.reshape(1, c, r, D).permute(0, 3, 2, 1))),
+        "rows and columns are swapped: the table is row-major, (rows, cols), and so is the new size": back(
+            resample(grid.reshape(1, c, r, D).permute(0, 3, 2, 1))
+        ),
         "use mode='bicubic', not 'bilinear'": back(resample(right_image, mode="bilinear", antialias=False)),
         "use mode='bicubic', not 'bilinear' (and antialias=True)": back(resample(right_image, mode="bilinear")),
-        "use antialias=True (it changes the bicubic kernel, and smooths when shrinking)":
-            back(resample(right_image, antialias=False)),
-        "use align_corners=False (the default): patch centres, not grid corners, are matched":
-            back(resample(right_image, align_corners=True)),
-        "use align_corners=False (the default) and antialias=True":
-            back(resample(right_image, align_corners=True, antialias=False)),
+        "use antialias=True (it changes the bicubic kernel, and smooths when shrinking)": back(
+            resample(right_image, antialias=False)
+        ),
+        "use align_corners=False (the default): patch centres, not grid corners, are matched": back(
+            resample(right_image, align_corners=True)
+        ),
+        "use align_corners=False (the default) and antialias=True": back(
+            resample(right_image, align_corners=True, antialias=False)
+        ),
     }
     return {reason: torch.cat([cls, table], dim=1) for reason, table in variants.items()}
 
@@ -285,21 +327,30 @@ def check_resize_pos_embed(fn: Callable[..., torch.Tensor]) -> None:
         got = call_learner(fn, pos_embed.clone(), old, new)
         where = f"for a {old[0]} x {old[1]} -> {new[0]} x {new[1]} grid, D = {D}"
         new_N = new[0] * new[1]
-        if got.shape != expected.shape:
-            hint = ""
-            if got.shape == (1, new_N, D):
-                hint = ": the class token's entry is missing; keep it apart and put it back in front"
-            elif got.shape == (1, D, new[0], new[1]):
-                hint = ": bring the grid back to a sequence: permute(0, 2, 3, 1), then reshape to (1, N', D)"
-            raise CheckFailed(f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)} {where}{hint}")
-        try:
-            verdicts.append(describe_match(got, expected, atol=1e-5))
-        except CheckFailed as failure:
+        shape_hints = {
+            (1, new_N, D): "the class token's entry is missing; keep it apart and put it back in front",
+            (1, D, *new): "bring the grid back to a sequence: permute(0, 2, 3, 1), then reshape to (1, N', D)",
+        }
+
+        def class_entry_changed(got: torch.Tensor) -> str | None:
+            """Names a class-token entry that did not come through unchanged."""
             if not torch.allclose(got[:, :1], pos_embed[:, :1], atol=1e-6):
-                raise CheckFailed(
+                return (
                     f"the class token's entry changed; it belongs to no grid position, so keep it "
                     f"exactly as it is, in front ({where})"
-                ) from None
-            name_known_mistake(got, _resize_variants(pos_embed, old, new), where, atol=1e-4)
-            raise CheckFailed(f"{failure} {where}") from None
+                )
+            return None
+
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_hints=shape_hints,
+                atol=1e-5,
+                mistakes=_resize_variants(pos_embed, old, new),
+                mistake_atol=1e-4,
+                diagnose=class_entry_changed,
+            )
+        )
     print(f"✓ resize matches the reference on {len(verdicts)} grids: {summarize(verdicts)}")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from utils.checks.core import CheckFailed, call_learner, describe_match, name_known_mistake, summarize
+from utils.checks.core import call_learner, compare, summarize
 from utils.inspection import attention_rollout, mean_attention_distance
 
 ATOL = 1e-5  # float32 products written another way (einsum, a reduce) differ by ~1e-7
@@ -46,20 +46,21 @@ def _rollout_variants(attn: torch.Tensor) -> dict[str, torch.Tensor]:
         "(the skip connection carries every token's own state on), then renormalise the rows": _chain(mean),
         "you added the identity but did not renormalise: each row of (A + I) sums to 2; divide "
         "every row by its sum (dim=-1) so that it sums to 1 again": _chain(plus_eye),
-        "you renormalised the columns: divide each row by its own sum, .sum(dim=-1, keepdim=True)":
-            _chain(plus_eye / plus_eye.sum(dim=-2, keepdim=True)),
+        "you renormalised the columns: divide each row by its own sum, .sum(dim=-1, keepdim=True)": _chain(
+            plus_eye / plus_eye.sum(dim=-2, keepdim=True)
+        ),
         "the layers are multiplied in the wrong order: the first layer acts first, so it sits on "
         "the right (rollout = layer @ rollout, not rollout @ layer)": _chain(fixed, later_left=False),
         "you multiplied the layers elementwise (*); chain them with the matrix product @": fixed.prod(dim=0),
         "you returned only the last layer's matrix: multiply all the layers together": fixed[-1],
-        "you returned only the first layer's matrix: the loop must update it (rollout = layer @ rollout)":
-            fixed[0],
+        "you returned only the first layer's matrix: the loop must update it (rollout = layer @ rollout)": fixed[0],
         "you averaged the layers' matrices; rollout multiplies them (rollout = layer @ rollout)": fixed.mean(dim=0),
         "the heads are summed, not averaged: use .mean(dim=2)": _chain(_with_residual(attn.sum(dim=2))),
         "you used only head 0: average all the heads, .mean(dim=2)": _chain(_with_residual(attn[:, :, 0])),
-        "your rollout is transposed: row i must hold how much token i draws on each token, and sum to 1":
-            _chain(fixed).transpose(-2, -1),
-    }  # fmt: skip
+        "your rollout is transposed: row i must hold how much token i draws on each token, and sum to 1": _chain(
+            fixed
+        ).transpose(-2, -1),
+    }
 
 
 def check_attention_rollout(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
@@ -72,24 +73,24 @@ def check_attention_rollout(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         expected = attention_rollout(attn)  # (B, T, T)
         got = call_learner(fn, attn.clone())
         where = f"for attn of shape {(depth, B, heads, T, T)}"
-        if got.shape != expected.shape:
-            shape = tuple(got.shape)
-            hint = ""
-            if shape == (depth, B, T, T):
-                hint = ": you kept one matrix per layer; multiply the layers into one"
-            elif shape == (B, heads, T, T):
-                hint = ": the heads are still there; average them (dim=2) before multiplying the layers"
-            elif shape == (B, T):
-                hint = ": return the whole rollout, not only the class token's row"
-            raise CheckFailed(f"expected (B, T, T) = {tuple(expected.shape)}, got {shape} {where}{hint}")
-        try:
-            verdicts.append(describe_match(got, expected, atol=ATOL))
-        except CheckFailed as failure:
-            name_known_mistake(got, _rollout_variants(attn), where)
-            raise CheckFailed(
-                f"{failure} {where}; go through the steps: average the heads, add the identity, "
-                "renormalise the rows, multiply the layers with later ones on the left"
-            ) from None
+        shape_hints = {
+            (depth, B, T, T): "you kept one matrix per layer; multiply the layers into one",
+            (B, heads, T, T): "the heads are still there; average them (dim=2) before multiplying the layers",
+            (B, T): "return the whole rollout, not only the class token's row",
+        }
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_wording="expected (B, T, T) = {}",
+                shape_hints=shape_hints,
+                atol=ATOL,
+                mistakes=_rollout_variants(attn),
+                advice="; go through the steps: average the heads, add the identity, "
+                "renormalise the rows, multiply the layers with later ones on the left",
+            )
+        )
     print(f"✓ attention_rollout matches the reference on {len(verdicts)} cases: {summarize(verdicts)}")
 
 
@@ -129,32 +130,55 @@ def _distance_variants(attn: torch.Tensor, side: int, patch_size: int) -> dict[s
         "your distances are in patches, not pixels: patch (r, c) sits at (r * patch_size, "
         "c * patch_size) pixels, so multiply the positions by patch_size": _weighted_distance(weights, apart),
         "the weights are not renormalised: once the class token's column is dropped, a row sums to "
-        "less than 1; divide each row by its sum over the patches (dim=-1, keepdim=True)":
-            _weighted_distance(patches, pixels),
+        "less than 1; divide each row by its sum over the patches (dim=-1, keepdim=True)": _weighted_distance(
+            patches, pixels
+        ),
         "the class token is counted as a query: drop its row as well as its column "
         "(attn[..., 1:, 1:]) and average over the N patch queries only": right * N / (N + 1),
         "the class token is not left out: it has no place on the grid, so drop its row and column "
-        "(attn[..., 1:, 1:]), renormalise the rows and average over the N patch queries":
-            _weighted_distance(attn, F.pad(pixels, (1, 0, 1, 0))),
-        "your distances are squared: take the square root, sqrt(dr**2 + dc**2) (or torch.cdist)":
-            _weighted_distance(weights, pixels**2),
+        "(attn[..., 1:, 1:]), renormalise the rows and average over the N patch queries": _weighted_distance(
+            attn, F.pad(pixels, (1, 0, 1, 0))
+        ),
+        "your distances are squared: take the square root, sqrt(dr**2 + dc**2) (or torch.cdist)": _weighted_distance(
+            weights, pixels**2
+        ),
         "you used the Manhattan distance |dr| + |dc|; use the straight-line (Euclidean) distance "
         "sqrt(dr**2 + dc**2)": _weighted_distance(weights, offset.abs().sum(dim=-1) * patch_size),
         "you measured distances along the flattened sequence, |i - j|; on the grid patch i sits at "
-        "row i // side, column i % side":
-            _weighted_distance(weights, (index[:, None] - index[None]).abs() * patch_size),
+        "row i // side, column i % side": _weighted_distance(
+            weights, (index[:, None] - index[None]).abs() * patch_size
+        ),
         "the positions are off by one: patch i is token i + 1, but its place on the grid is "
-        "row i // side, column i % side (count the patches from 0)":
-            _weighted_distance(weights, torch.cdist(shifted, shifted) * patch_size),
+        "row i // side, column i % side (count the patches from 0)": _weighted_distance(
+            weights, torch.cdist(shifted, shifted) * patch_size
+        ),
         "you measured each key's distance from the top-left corner; measure it from the query's "
         "own patch": _weighted_distance(weights, cell.norm(dim=-1) * patch_size),
-        "you renormalised the columns: each query's row must sum to 1, .sum(dim=-1, keepdim=True)":
-            _weighted_distance(patches / patches.sum(dim=-2, keepdim=True), pixels),
+        "you renormalised the columns: each query's row must sum to 1, .sum(dim=-1, keepdim=True)": _weighted_distance(
+            patches / patches.sum(dim=-2, keepdim=True), pixels
+        ),
         "you averaged weight * distance over the keys; the weights already sum to 1, so sum over "
         "the keys (dim=-1) and average over the queries": right / N,
         "you summed over the queries; average them (.mean)": right * N,
         "you summed over the images; average them (.mean(dim=1))": right * B,
-    }  # fmt: skip
+    }
+
+
+def _distance_shape_hints(depth: int, B: int, heads: int, T: int) -> dict[tuple[int, ...], str]:
+    """Wrong shapes of the mean distances, each with the sentence that explains it (the later entry
+    wins where two coincide)."""
+    per_token = "one value per token; drop the class token and average over the patch queries"
+    per_query = "you kept one distance per query; average over the queries too"
+    return {
+        (depth, heads, T): per_token,
+        (depth, B, heads, T): per_token,
+        (heads, depth): "depth and heads are swapped; return (depth, heads)",
+        (depth, heads, T - 1): per_query,
+        (depth, B, heads, T - 1): per_query,
+        (depth, B, heads): "you kept one distance per image; average over the images too (dim=1)",
+        (depth,): "the heads are averaged away; keep one distance per head, average only over images and queries",
+        (): "one number for the whole model; keep one distance per layer and head",
+    }
 
 
 def check_mean_attention_distance(fn: Callable[[torch.Tensor, int, int], torch.Tensor]) -> None:
@@ -169,29 +193,19 @@ def check_mean_attention_distance(fn: Callable[[torch.Tensor, int, int], torch.T
         expected = mean_attention_distance(attn, side, patch_size)  # (depth, heads)
         got = call_learner(fn, attn.clone(), side, patch_size)
         where = f"for attn of shape {(depth, B, heads, T, T)}, grid_size = {side}, patch_size = {patch_size}"
-        if got.shape != expected.shape:
-            shape = tuple(got.shape)
-            hint = ""
-            if shape == (depth,):
-                hint = ": the heads are averaged away; keep one distance per head, average only over images and queries"
-            elif shape == (depth, B, heads):
-                hint = ": you kept one distance per image; average over the images too (dim=1)"
-            elif shape == (depth, heads, T - 1) or shape == (depth, B, heads, T - 1):
-                hint = ": you kept one distance per query; average over the queries too"
-            elif shape == (heads, depth):
-                hint = ": depth and heads are swapped; return (depth, heads)"
-            elif shape == (depth, heads, T) or shape == (depth, B, heads, T):
-                hint = ": one value per token; drop the class token and average over the patch queries"
-            elif shape == ():
-                hint = ": one number for the whole model; keep one distance per layer and head"
-            raise CheckFailed(f"expected (depth, heads) = {tuple(expected.shape)}, got {shape} {where}{hint}")
-        try:
-            verdicts.append(describe_match(got, expected, atol=DISTANCE_ATOL))
-        except CheckFailed as failure:
-            name_known_mistake(got, _distance_variants(attn, side, patch_size), where, atol=DISTANCE_ATOL)
-            raise CheckFailed(
-                f"{failure} {where}; go through the steps: drop the class token's row and column, "
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_wording="expected (depth, heads) = {}",
+                shape_hints=_distance_shape_hints(depth, B, heads, T),
+                atol=DISTANCE_ATOL,
+                mistakes=_distance_variants(attn, side, patch_size),
+                mistake_atol=DISTANCE_ATOL,
+                advice="; go through the steps: drop the class token's row and column, "
                 "renormalise each row over the patches, weight each key's distance in pixels from the "
-                "query, sum over the keys, average over the queries and the images"
-            ) from None
+                "query, sum over the keys, average over the queries and the images",
+            )
+        )
     print(f"✓ mean_attention_distance matches the reference on {len(verdicts)} cases: {summarize(verdicts)}")

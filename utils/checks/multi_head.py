@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from utils.attention import MultiHeadSelfAttention, merge_heads, split_heads
-from utils.checks.core import CheckFailed, call_learner, describe_match, name_known_mistake, summarize
+from utils.checks.core import CheckFailed, call_learner, compare, summarize
 
 SPLIT_CASES = [  # (B, N, D, heads): N, heads and head_dim all different, so no mistake hides
     (2, 17, 64, 4),
@@ -45,9 +45,10 @@ def _split_variants(x: torch.Tensor, num_heads: int) -> dict[str, torch.Tensor]:
         "but the values are scrambled (each 'head' got consecutive numbers from several tokens); "
         "reshape to (B, N, heads, head_dim) first, then transpose(1, 2)": x.reshape(B, h, N, hd),
         "each head must get one contiguous slice of head_dim features, but yours takes every "
-        f"{h}-th feature: you cut the width as (head_dim, heads); cut it as (heads, head_dim)":
-            x.reshape(B, N, hd, h).permute(0, 3, 1, 2),
-    }  # fmt: skip
+        f"{h}-th feature: you cut the width as (head_dim, heads); cut it as (heads, head_dim)": x.reshape(
+            B, N, hd, h
+        ).permute(0, 3, 1, 2),
+    }
 
 
 def check_split_heads(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
@@ -59,26 +60,24 @@ def check_split_heads(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
         expected = split_heads(x, h)
         got = _call(fn, x.clone(), h)
         hd = D // h
+        shape_hints = {
+            (B, N, h, hd): "did you transpose? The heads axis must come before the tokens: transpose(1, 2)",
+            (B, hd, N, h): "heads and head_dim are swapped; cut the width D as (heads, head_dim)",
+            (B, N, hd, h): "heads and head_dim are swapped, and the heads axis must then come before the tokens",
+            (B * h, N, hd): "you folded the heads into the batch axis; keep them apart, (B, heads, N, head_dim)",
+        }
         where = f"for x of shape {(B, N, D)} and {h} heads"
-        if got.shape != expected.shape:
-            shape = tuple(got.shape)
-            hint = ""
-            if shape == (B, N, h, hd):
-                hint = ": did you transpose? The heads axis must come before the tokens: transpose(1, 2)"
-            elif shape == (B, hd, N, h):
-                hint = ": heads and head_dim are swapped; cut the width D as (heads, head_dim)"
-            elif shape == (B, N, hd, h):
-                hint = ": heads and head_dim are swapped, and the heads axis must then come before the tokens"
-            elif shape == (B * h, N, hd):
-                hint = ": you folded the heads into the batch axis; keep them apart, (B, heads, N, head_dim)"
-            elif got.numel() == expected.numel():
-                hint = ": the right numbers, but not in the shape (B, heads, N, head_dim)"
-            raise CheckFailed(f"expected {tuple(expected.shape)}, got {shape} {where}{hint}")
-        try:
-            verdicts.append(describe_match(got, expected))
-        except CheckFailed as failure:
-            name_known_mistake(got, _split_variants(x, h), where)
-            raise CheckFailed(f"{failure} {where}") from None
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_wording="expected {}",
+                shape_hints=shape_hints,
+                layout="(B, heads, N, head_dim)",
+                mistakes=_split_variants(x, h),
+            )
+        )
     print(f"✓ split_heads matches the reference on {len(verdicts)} inputs: {summarize(verdicts)}")
 
 
@@ -89,9 +88,10 @@ def _merge_variants(x: torch.Tensor) -> dict[str, torch.Tensor]:
         "you reshaped to (B, N, D) without transposing back first: the shape is right but the "
         "values are scrambled; transpose(1, 2) to (B, N, heads, head_dim), then reshape": x.reshape(B, N, h * hd),
         "the heads' features are interleaved: each head's head_dim numbers must sit side by side, "
-        "head 0's slice first; transpose(1, 2), not a permute that puts head_dim before heads":
-            x.permute(0, 2, 3, 1).reshape(B, N, h * hd),
-    }  # fmt: skip
+        "head 0's slice first; transpose(1, 2), not a permute that puts head_dim before heads": x.permute(
+            0, 2, 3, 1
+        ).reshape(B, N, h * hd),
+    }
 
 
 def check_merge_heads(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
@@ -103,26 +103,23 @@ def check_merge_heads(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         x = torch.randn(B, h, N, hd, generator=generator)
         expected = merge_heads(x)
         got = _call(fn, x.clone())
+        shape_hints = {
+            (B, h, N * hd): "you forgot to transpose back; the tokens must come before the heads: "
+            "transpose(1, 2), then reshape",
+            (B, N, h, hd): "the heads are not merged yet; reshape (B, N, heads, head_dim) to (B, N, heads * head_dim)",
+        }
         where = f"for x of shape {(B, h, N, hd)}"
-        if got.shape != expected.shape:
-            shape = tuple(got.shape)
-            hint = ""
-            if shape == (B, h, N * hd):
-                hint = (
-                    ": you forgot to transpose back; the tokens must come before the heads: "
-                    "transpose(1, 2), then reshape"
-                )
-            elif shape == (B, N, h, hd):
-                hint = ": the heads are not merged yet; reshape (B, N, heads, head_dim) to (B, N, heads * head_dim)"
-            elif got.numel() == expected.numel():
-                hint = ": the right numbers, but not in the shape (B, N, heads * head_dim)"
-            raise CheckFailed(f"expected {tuple(expected.shape)}, got {shape} {where}{hint}")
-        try:
-            verdicts.append(describe_match(got, expected))
-        except CheckFailed as failure:
-            if h > 1:
-                name_known_mistake(got, _merge_variants(x), where)
-            raise CheckFailed(f"{failure} {where}") from None
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_wording="expected {}",
+                shape_hints=shape_hints,
+                layout="(B, N, heads * head_dim)",
+                mistakes=_merge_variants(x) if h > 1 else {},
+            )
+        )
     print(f"✓ merge_heads matches the reference on {len(verdicts)} inputs: {summarize(verdicts)}")
 
 
@@ -185,13 +182,14 @@ def _forward_variants(x: torch.Tensor, qkv: nn.Linear, proj: nn.Linear, h: int) 
     D = x.shape[-1]
     hd = D // h
     variants = {
-        "you forgot the output projection: apply proj to the merged heads":
-            reference_multi_head(x, qkv, proj, h, project=False),
-        f"you forgot the scale: divide the scores q kᵀ by sqrt(head_dim) = sqrt({hd}) before the softmax":
-            reference_multi_head(x, qkv, proj, h, scale="none"),
+        "you forgot the output projection: apply proj to the merged heads": reference_multi_head(
+            x, qkv, proj, h, project=False
+        ),
+        f"you forgot the scale: divide the scores q kᵀ by sqrt(head_dim) = sqrt({hd}) "
+        "before the softmax": reference_multi_head(x, qkv, proj, h, scale="none"),
         f"you scaled the scores by sqrt(D) = sqrt({D}); each head's dot products add up head_dim "
         f"numbers, so divide by sqrt(head_dim) = sqrt({hd})": reference_multi_head(x, qkv, proj, h, scale="D"),
-    }  # fmt: skip
+    }
     for order in itertools.permutations(range(3)):
         if order != (0, 1, 2):
             taken = ", ".join("qkv"[i] for i in order)
@@ -199,21 +197,25 @@ def _forward_variants(x: torch.Tensor, qkv: nn.Linear, proj: nn.Linear, h: int) 
                 f"you took q, k, v from the fused qkv in the wrong order (yours are its ({taken}) "
                 "parts); its output is [q | k | v]: q the first D features, k the next D, v the last D"
             ] = reference_multi_head(x, qkv, proj, h, order=order)
-    variants.update({
-        "you split the heads wrongly: q, k and v were reshaped straight to (B, heads, N, head_dim) "
-        "without a transpose; reshape to (B, N, 3, heads, head_dim), then permute(2, 0, 3, 1, 4)":
-            reference_multi_head(x, qkv, proj, h, split="no_transpose"),
-        "you split the heads wrongly: each head must take a contiguous slice of head_dim features "
-        "(the width cut as (heads, head_dim), not (head_dim, heads))":
-            reference_multi_head(x, qkv, proj, h, split="interleaved"),
-        "you split the heads wrongly: qkv(x) is [q | k | v], each D wide, so reshape to "
-        "(B, N, 3, heads, head_dim), not (B, N, heads, 3, head_dim)":
-            reference_multi_head(x, qkv, proj, h, split="heads_first"),
-        "the softmax runs over the wrong axis: each query's weights over the keys must sum to 1, "
-        "so take it over the last axis": reference_multi_head(x, qkv, proj, h, softmax_dim=-2),
-        "you merged the heads without transposing back: transpose(1, 2) to (B, N, heads, head_dim), "
-        "then reshape to (B, N, D)": reference_multi_head(x, qkv, proj, h, merge="no_transpose"),
-    })  # fmt: skip
+    variants.update(
+        {
+            "you split the heads wrongly: q, k and v were reshaped straight to (B, heads, N, head_dim) "
+            "without a transpose; reshape to (B, N, 3, heads, head_dim), "
+            "then permute(2, 0, 3, 1, 4)": reference_multi_head(x, qkv, proj, h, split="no_transpose"),
+            "you split the heads wrongly: each head must take a contiguous slice of head_dim features "
+            "(the width cut as (heads, head_dim), not (head_dim, heads))": reference_multi_head(
+                x, qkv, proj, h, split="interleaved"
+            ),
+            "you split the heads wrongly: qkv(x) is [q | k | v], each D wide, so reshape to "
+            "(B, N, 3, heads, head_dim), not (B, N, heads, 3, head_dim)": reference_multi_head(
+                x, qkv, proj, h, split="heads_first"
+            ),
+            "the softmax runs over the wrong axis: each query's weights over the keys must sum to 1, "
+            "so take it over the last axis": reference_multi_head(x, qkv, proj, h, softmax_dim=-2),
+            "you merged the heads without transposing back: transpose(1, 2) to (B, N, heads, head_dim), "
+            "then reshape to (B, N, D)": reference_multi_head(x, qkv, proj, h, merge="no_transpose"),
+        }
+    )
     return variants
 
 
@@ -230,24 +232,24 @@ def check_multi_head_attention(fn: Callable[[torch.Tensor, nn.Linear, nn.Linear,
         reference.proj.load_state_dict(proj.state_dict())
         with torch.no_grad():
             expected = reference(x)
-            got = _call(fn, x.clone(), copy.deepcopy(qkv), copy.deepcopy(proj), h).detach()
+            got = _call(fn, x.clone(), copy.deepcopy(qkv), copy.deepcopy(proj), h)
             where = f"for x of shape {(B, N, D)} and {h} heads"
-            if got.shape != expected.shape:
-                shape = tuple(got.shape)
-                hint = ""
-                if shape == (B, h, N, D // h):
-                    hint = ": these are the heads' outputs; merge them to (B, N, D) and apply proj"
-                raise CheckFailed(f"expected {tuple(expected.shape)}, got {shape} {where}{hint}")
-            try:
-                verdicts.append(describe_match(got, expected, atol=TOL["atol"]))
-            except CheckFailed as failure:
-                name_known_mistake(got, _forward_variants(x, qkv, proj, h), where, **TOL)
-                raise CheckFailed(
-                    f"{failure} {where}; go through the steps in order: qkv, reshape to "
-                    "(B, N, 3, heads, head_dim), permute, softmax(q kᵀ / sqrt(head_dim)) v per head, "
-                    "transpose back, reshape to (B, N, D), proj"
-                ) from None
+            shape_hints = {(B, h, N, D // h): "these are the heads' outputs; merge them to (B, N, D) and apply proj"}
+            verdicts.append(
+                compare(
+                    got,
+                    expected,
+                    where,
+                    shape_wording="expected {}",
+                    shape_hints=shape_hints,
+                    atol=TOL["atol"],
+                    mistakes=_forward_variants(x, qkv, proj, h),
+                    mistake_atol=TOL["atol"],
+                    mistake_rtol=TOL["rtol"],
+                    advice="; go through the steps in order: qkv, reshape to (B, N, 3, heads, head_dim), permute, "
+                    "softmax(q kᵀ / sqrt(head_dim)) v per head, transpose back, reshape to (B, N, D), proj",
+                )
+            )
     print(
-        f"✓ multi_head_attention matches utils.MultiHeadSelfAttention on {len(verdicts)} inputs: "
-        f"{summarize(verdicts)}"
+        f"✓ multi_head_attention matches utils.MultiHeadSelfAttention on {len(verdicts)} inputs: {summarize(verdicts)}"
     )

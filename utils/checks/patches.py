@@ -4,8 +4,8 @@ from collections.abc import Callable
 
 import torch
 
-from utils.checks.core import CheckFailed, call_learner, describe_match, name_known_mistake, summarize
-from utils.patches import patchify, unpatchify
+from utils.checks.core import CheckFailed, call_learner, compare, summarize
+from utils.patches import patchify
 
 PATCHIFY_CASES = [  # (B, C, H, W, P): square and not, RGB and grayscale, one and many patches
     (2, 3, 32, 32, 8),
@@ -38,24 +38,24 @@ def check_patchify(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
     verdicts = []
     for B, C, H, W, P in PATCHIFY_CASES:
         images = torch.rand(B, C, H, W, generator=generator)
-        expected = patchify(images, P)
+        expected = patchify(images, P)  # (B, N, C*P*P)
         got = call_learner(fn, images.clone(), P)
         N, CPP = expected.shape[1:]
+        shape_hints = {
+            (B, CPP, N): "the two last axes are swapped, tokens must be the rows (transpose them)",
+            (B, H // P, W // P, CPP): "you kept the patch grid; flatten rows and columns into one token axis N",
+        }
         where = f"for images of shape {(B, C, H, W)} and patch size {P}"
-        if got.shape != expected.shape:
-            hint = ""
-            if got.shape == (B, CPP, N):
-                hint = ": the two last axes are swapped, tokens must be the rows (transpose them)"
-            elif got.shape == (B, H // P, W // P, CPP):
-                hint = ": you kept the patch grid; flatten rows and columns into one token axis N"
-            elif got.numel() == expected.numel():
-                hint = ": the right numbers, but not in the shape (B, N, C*P*P)"
-            raise CheckFailed(f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)} {where}{hint}")
-        try:
-            verdicts.append(describe_match(got, expected))
-        except CheckFailed as failure:
-            name_known_mistake(got, _patch_variants(images, P), where)
-            raise CheckFailed(f"{failure} {where}") from None
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_hints=shape_hints,
+                layout="(B, N, C*P*P)",
+                mistakes=_patch_variants(images, P),
+            )
+        )
     print(f"✓ patchify matches the reference on {len(verdicts)} image batches: {summarize(verdicts)}")
 
 
@@ -68,20 +68,24 @@ def check_unpatchify(fn: Callable[[torch.Tensor, int, tuple[int, int]], torch.Te
         patches = patchify(images, P)
         got = call_learner(fn, patches.clone(), P, (H, W))
         where = f"for images of shape {(B, C, H, W)} and patch size {P}"
-        if got.shape != images.shape:
-            hint = ""
-            if got.shape == (B, H, W, C):
-                hint = ": channels ended up last; the images must be (B, C, H, W)"
-            raise CheckFailed(f"expected shape {tuple(images.shape)}, got {tuple(got.shape)} {where}{hint}")
-        try:
-            verdicts.append(describe_match(got, images))
-        except CheckFailed as failure:
+
+        def transposed(got: torch.Tensor) -> str | None:
+            """Names square images that come out with rows and columns swapped."""
             if H == W and torch.equal(got, images.transpose(2, 3)):
-                raise CheckFailed(f"the images come out transposed (rows and columns swapped) {where}") from None
-            raise CheckFailed(
-                f"{failure} {where}: undo patchify's steps in reverse order "
-                "(reshape to the grid, permute back, reshape to the image)"
-            ) from None
+                return f"the images come out transposed (rows and columns swapped) {where}"
+            return None
+
+        verdicts.append(
+            compare(
+                got,
+                images,
+                where,
+                shape_hints={(B, H, W, C): "channels ended up last; the images must be (B, C, H, W)"},
+                diagnose=transposed,
+                advice=": undo patchify's steps in reverse order "
+                "(reshape to the grid, permute back, reshape to the image)",
+            )
+        )
     print(f"✓ unpatchify inverts patchify on {len(verdicts)} image batches: {summarize(verdicts)}")
 
 
@@ -90,12 +94,7 @@ def check_attention_cost(fn: Callable[[int, int], tuple[int, int]]) -> None:
     for a square image with one class token added to the patch tokens."""
     cases = [(224, 16), (224, 32), (32, 4), (96, 8)]
     for image_size, patch_size in cases:
-        try:
-            got = fn(image_size, patch_size)
-        except NotImplementedError:
-            raise
-        except Exception as error:
-            raise CheckFailed(f"your function raised {type(error).__name__}: {error}") from error
+        got = call_learner(fn, image_size, patch_size, returns=object)
         if not (isinstance(got, tuple) and len(got) == 2):
             raise CheckFailed(f"expected a pair (num_tokens, num_pairs), got {got!r}")
         tokens, pairs = (int(x) for x in got)
@@ -113,8 +112,7 @@ def check_attention_cost(fn: Callable[[int, int], tuple[int, int]]) -> None:
             raise CheckFailed(f"expected {T} tokens {where}, got {tokens}")
         if pairs == 2 * T or pairs == T * (T - 1) // 2:
             raise CheckFailed(
-                f"{pairs} pairs {where}: every token scores every token, itself included, "
-                "in both directions: T * T"
+                f"{pairs} pairs {where}: every token scores every token, itself included, in both directions: T * T"
             )
         if pairs != T * T:
             raise CheckFailed(f"expected {T * T} query-key pairs {where}, got {pairs}")

@@ -7,7 +7,14 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from utils.checks.core import CheckFailed, call_learner, describe_match, name_known_mistake, summarize
+from utils.checks.core import (
+    CheckFailed,
+    call_learner,
+    compare,
+    raise_if_known_mistake,
+    raise_if_wrong_shape,
+    summarize,
+)
 from utils.imagenet import normalize
 from utils.pretrained import hf_to_timm
 
@@ -22,11 +29,18 @@ LAYER_CASES = [  # (D, hidden): D != hidden, so a swapped or transposed weight s
 # the block uses them.
 HF_LAYER_KEYS = [
     f"{part}.{kind}"
-    for part in ["layernorm_before", "attention.attention.query", "attention.attention.key",
-                 "attention.attention.value", "attention.output.dense", "layernorm_after",
-                 "intermediate.dense", "output.dense"]
+    for part in [
+        "layernorm_before",
+        "attention.attention.query",
+        "attention.attention.key",
+        "attention.attention.value",
+        "attention.output.dense",
+        "layernorm_after",
+        "intermediate.dense",
+        "output.dense",
+    ]
     for kind in ["weight", "bias"]
-]  # fmt: skip
+]
 BLOCK_KEYS = [
     f"{part}.{kind}"
     for part in ["norm1", "attn.qkv", "attn.proj", "norm2", "mlp.fc1", "mlp.fc2"]
@@ -82,11 +96,11 @@ def _block_variants(layer: dict[str, torch.Tensor]) -> dict[str, dict[str, torch
         ] = torch.stack([q, k, v])
         if kind == "weight":
             qkv["your attn.qkv.weight is transposed: " + _LINEAR_HINT] = torch.cat([q, k, v]).T
-            qkv["you concatenated q, k and v along dim 1 (side by side); concatenate them along dim 0, "
-                "one under the other: torch.cat([q, k, v])"] = torch.cat([q, k, v], dim=1)  # fmt: skip
-            qkv["q, k and v are each transposed before the concatenation: " + _LINEAR_HINT] = torch.cat(
-                [q.T, k.T, v.T]
-            )
+            qkv[
+                "you concatenated q, k and v along dim 1 (side by side); concatenate them along dim 0, "
+                "one under the other: torch.cat([q, k, v])"
+            ] = torch.cat([q, k, v], dim=1)
+            qkv["q, k and v are each transposed before the concatenation: " + _LINEAR_HINT] = torch.cat([q.T, k.T, v.T])
         variants[f"attn.qkv.{kind}"] = qkv
 
         swapped_norms = (
@@ -111,8 +125,11 @@ def _block_variants(layer: dict[str, torch.Tensor]) -> dict[str, dict[str, torch
             mixed_outputs: layer[f"attention.output.dense.{kind}"],
             swapped_mlp: layer[f"intermediate.dense.{kind}"],
         }
-    for key, source in [("attn.proj", "attention.output.dense"), ("mlp.fc1", "intermediate.dense"),
-                        ("mlp.fc2", "output.dense")]:  # fmt: skip
+    for key, source in [
+        ("attn.proj", "attention.output.dense"),
+        ("mlp.fc1", "intermediate.dense"),
+        ("mlp.fc2", "output.dense"),
+    ]:
         transposed = f"your {key}.weight is transposed: " + _LINEAR_HINT
         variants[f"{key}.weight"][transposed] = layer[f"{source}.weight"].T
     return variants
@@ -121,17 +138,8 @@ def _block_variants(layer: dict[str, torch.Tensor]) -> dict[str, dict[str, torch
 def _call_converter(fn: Callable, layer: dict[str, torch.Tensor]) -> dict:
     """Run the learner's converter on a copy of the layer (its tensors cloned too, so that
     nothing the function does to them reaches the reference); it must return a dict."""
-    try:
-        result = fn({name: tensor.clone() for name, tensor in layer.items()})
-    except NotImplementedError:
-        raise
-    except Exception as error:  # the learner's code may raise anything
-        raise CheckFailed(f"your function raised {type(error).__name__}: {error}") from error
-    if not isinstance(result, dict):
-        raise CheckFailed(
-            f"expected a dict that maps the course's names to tensors, got {type(result).__name__}"
-        )
-    return result
+    layer_copy = {name: tensor.clone() for name, tensor in layer.items()}
+    return call_learner(fn, layer_copy, returns=dict, expected="a dict that maps the course's names to tensors")
 
 
 def _check_keys(got: dict, where: str) -> None:
@@ -159,18 +167,21 @@ def _check_keys(got: dict, where: str) -> None:
     raise CheckFailed("; ".join(sentences) + f" ({where})" + "".join(f"; {hint}" for hint in hints))
 
 
-def _shape_hint(key: str, shape: tuple, expected: tuple, D: int) -> str:
-    """What a wrong shape of one tensor most likely means, or ''."""
-    if key.startswith("attn.qkv.") and shape == (3, D, *expected[1:]):  # (3, D, D) or (3, D)
-        return ": torch.stack adds a new dimension; torch.cat([q, k, v]) puts the rows one under the other"
-    if key == "attn.qkv.weight" and shape == (D, 3 * D):
-        return (
-            ": you concatenated q, k and v along dim 1 (or transposed the result); concatenate them "
+def _shape_hints(key: str, expected: tuple[int, ...], D: int) -> dict[tuple[int, ...], str]:
+    """Wrong shapes of one converted tensor, each with the sentence that explains it."""
+    hints = {}
+    if len(expected) == 2:
+        hints[expected[::-1]] = "the weight is transposed; " + _LINEAR_HINT
+    if key == "attn.qkv.weight":  # (D, 3D) is also the transposed shape: this hint wins
+        hints[(D, 3 * D)] = (
+            "you concatenated q, k and v along dim 1 (or transposed the result); concatenate them "
             "along dim 0, one under the other: torch.cat([q, k, v])"
         )
-    if len(shape) == 2 and shape == expected[::-1]:
-        return ": the weight is transposed; " + _LINEAR_HINT
-    return ""
+    if key.startswith("attn.qkv."):
+        hints[(3, D, *expected[1:])] = (  # (3, D, D) or (3, D)
+            "torch.stack adds a new dimension; torch.cat([q, k, v]) puts the rows one under the other"
+        )
+    return hints
 
 
 def check_convert_layer(fn: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]]) -> None:
@@ -190,20 +201,19 @@ def check_convert_layer(fn: Callable[[dict[str, torch.Tensor]], dict[str, torch.
             tensor = got[key]
             if not isinstance(tensor, torch.Tensor):
                 raise CheckFailed(f"{key} should be a torch.Tensor, got {type(tensor).__name__} ({where})")
-            tensor = tensor.detach()
-            if tensor.shape == expected[key].shape:
-                try:
-                    verdicts.append(describe_match(tensor, expected[key]))
-                    continue
-                except CheckFailed as failure:
-                    name_known_mistake(tensor, variants[key], f"{key}, {where}")
-                    raise CheckFailed(
-                        f"{key}: {failure} {where}; check which Hugging Face tensor it comes from"
-                    ) from None
-            name_known_mistake(tensor, variants[key], f"{key}, {where}")
-            shape, wanted = tuple(tensor.shape), tuple(expected[key].shape)
-            hint = _shape_hint(key, shape, wanted, D)
-            raise CheckFailed(f"{key} should have shape {wanted}, got {shape} {where}{hint}")
+            # known mistakes first: some of them (a transposed weight, a stack) also change the shape
+            raise_if_known_mistake(tensor.detach(), variants[key], f"{key}, {where}")
+            verdicts.append(
+                compare(
+                    tensor,
+                    expected[key],
+                    where,
+                    shape_wording=f"{key} should have shape {{}}",
+                    shape_hints=_shape_hints(key, tuple(expected[key].shape), D),
+                    name=key,
+                    advice="; check which Hugging Face tensor it comes from",
+                )
+            )
     print(
         f"✓ convert_layer matches utils.pretrained.hf_to_timm on {len(LAYER_CASES)} random layers "
         f"({len(BLOCK_KEYS)} tensors each): {summarize(verdicts)}"
@@ -233,30 +243,41 @@ def _preprocess_variants(pixels: np.ndarray) -> dict[str, torch.Tensor]:
     return {
         "you did not divide by 255: the pixels go from 0 to 255; scale them to [0, 1] first (x / 255), "
         "then normalise with mean 0.5 and std 0.5": (x - 0.5) / 0.5,
-        "your values still go from 0 to 255: divide by 255 to get [0, 1], then normalise with "
-        "mean 0.5 and std 0.5": x,
+        "your values still go from 0 to 255: divide by 255 to get [0, 1], then normalise with mean 0.5 and std 0.5": x,
         "your values are in [0, 1], but the model takes [-1, 1]: after dividing by 255, normalise "
         "with mean 0.5 and std 0.5, (x - 0.5) / 0.5 (utils.imagenet.normalize does it)": unit,
         "you normalised with torchvision's ImageNet mean (0.485, 0.456, 0.406) and std (0.229, 0.224, "
         "0.225); this ViT was trained with mean 0.5 and std 0.5 in every channel": (unit - mean) / std,
         "you multiplied by the std; divide by it: (x - 0.5) / 0.5": (unit - 0.5) * 0.5,
         "you subtracted the mean but did not divide by the std: (x - 0.5) / 0.5": unit - 0.5,
-        "your channels are in BGR order (reversed); keep the photo's order, red, green, blue, as "
-        "np.asarray gives it": ((unit - 0.5) / 0.5).flip(1),
+        "your channels are in BGR order (reversed); keep the photo's order, red, green, blue, as np.asarray gives it": (
+            (unit - 0.5) / 0.5
+        ).flip(1),
     }
 
 
-def _photo_shape_hint(shape: tuple, H: int, W: int) -> str:
-    """What a wrong shape of the prepared photo most likely means, or ''."""
-    if shape in [(H, W, 3), (1, H, W, 3)]:
-        return ": the channels are still last; the model takes them first, so move them with .permute(2, 0, 1)"
-    if shape == (3, H, W):
-        return ": there is no batch dimension; add one with [None] or .unsqueeze(0)"
-    if shape == (1, 3, W, H):
-        return ": height and width are swapped; use .permute(2, 0, 1), not .permute(2, 1, 0)"
-    if shape[-2:] == (224, 224):
-        return ": the photo is already at the model's size, so do not resize it"
-    return ""
+def _photo_shape_hints(H: int, W: int) -> dict[tuple[int, ...], str]:
+    """Wrong shapes of the prepared photo, each with the sentence that explains it."""
+    channels_last = "the channels are still last; the model takes them first, so move them with .permute(2, 0, 1)"
+    resized = "the photo is already at the model's size, so do not resize it"
+    return {
+        (224, 224): resized,
+        (3, 224, 224): resized,
+        (1, 3, 224, 224): resized,
+        (1, 3, W, H): "height and width are swapped; use .permute(2, 0, 1), not .permute(2, 1, 0)",
+        (3, H, W): "there is no batch dimension; add one with [None] or .unsqueeze(0)",
+        (H, W, 3): channels_last,
+        (1, H, W, 3): channels_last,
+    }
+
+
+def _dtype_hint(dtype: torch.dtype) -> str:
+    """What to do about a prepared photo of another dtype than float32."""
+    return {
+        torch.uint8: "it is still the photo's uint8 integers: convert it with .float(), divide by 255, then normalise",
+        torch.float64: "float64 comes from NumPy arithmetic or torch.from_numpy of a float64 array; "
+        "the model's weights are float32, so convert it with .float()",
+    }.get(dtype, "convert it with .float()")
 
 
 def check_preprocess(fn: Callable[[np.ndarray], torch.Tensor]) -> None:
@@ -269,24 +290,20 @@ def check_preprocess(fn: Callable[[np.ndarray], torch.Tensor]) -> None:
         expected = _reference_preprocess(pixels)  # (1, 3, H, W)
         got = call_learner(fn, pixels.copy())
         where = f"for a photo of {H} x {W} pixels, an array of shape {(H, W, 3)}"
-        shape = tuple(got.shape)
-        if shape != tuple(expected.shape):
-            hint = _photo_shape_hint(shape, H, W)
-            raise CheckFailed(f"expected shape (1, 3, H, W) = {tuple(expected.shape)}, got {shape} {where}{hint}")
+        shape_wording = "expected shape (1, 3, H, W) = {}"
+        raise_if_wrong_shape(got, expected, where, shape_wording=shape_wording, shape_hints=_photo_shape_hints(H, W))
         if got.dtype != torch.float32:
-            hint = {
-                torch.uint8: "it is still the photo's uint8 integers: convert it with .float(), divide by 255, "
-                "then normalise",
-                torch.float64: "float64 comes from NumPy arithmetic or torch.from_numpy of a float64 array; "
-                "the model's weights are float32, so convert it with .float()",
-            }.get(got.dtype, "convert it with .float()")
-            raise CheckFailed(f"expected a float32 tensor, got {str(got.dtype).removeprefix('torch.')} {where}; {hint}")
-        try:
-            verdicts.append(describe_match(got.detach(), expected, atol=PHOTO_ATOL))
-        except CheckFailed as failure:
-            name_known_mistake(got.detach(), _preprocess_variants(pixels), where)
-            raise CheckFailed(
-                f"{failure} {where}; go through the steps: channels first, a batch dimension, float, "
-                "divide by 255, then (x - 0.5) / 0.5"
-            ) from None
+            dtype = str(got.dtype).removeprefix("torch.")
+            raise CheckFailed(f"expected a float32 tensor, got {dtype} {where}; {_dtype_hint(got.dtype)}")
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                atol=PHOTO_ATOL,
+                mistakes=_preprocess_variants(pixels),
+                advice="; go through the steps: channels first, a batch dimension, float, "
+                "divide by 255, then (x - 0.5) / 0.5",
+            )
+        )
     print(f"✓ preprocess matches utils.imagenet.normalize on {len(PHOTO_CASES)} random photos: {summarize(verdicts)}")

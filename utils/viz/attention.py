@@ -119,9 +119,7 @@ def show_weight_rows(
     for name, weights in rows.items():
         if weights.ndim != 1:
             raise ValueError(f"expected one query's weights (N_k,) for {name!r}, got {tuple(weights.shape)}")
-    fig, axes = plt.subplots(
-        1, len(rows), figsize=(size * len(rows), size * 0.8), dpi=DPI, squeeze=False, sharey=True
-    )
+    fig, axes = plt.subplots(1, len(rows), figsize=(size * len(rows), size * 0.8), dpi=DPI, squeeze=False, sharey=True)
     for ax, (name, weights) in zip(axes[0], rows.items()):
         values = weights.detach().cpu().double().numpy()
         ax.bar(range(len(values)), values, color="tab:blue")
@@ -134,9 +132,7 @@ def show_weight_rows(
     return fig
 
 
-def plot_attention_cost(
-    tokens: list[int], nbytes: list[float], seconds: list[float], size: float = 3.5
-) -> plt.Figure:
+def plot_attention_cost(tokens: list[int], nbytes: list[float], seconds: list[float], size: float = 3.5) -> plt.Figure:
     """Memory and time of one attention matrix against the number of tokens T, on log-log axes,
     each with a dashed T^2 line through its largest point for comparison.
 
@@ -146,9 +142,7 @@ def plot_attention_cost(
         seconds: measured time of one attention for each T.
     """
     if not len(tokens) == len(nbytes) == len(seconds):
-        raise ValueError(
-            f"expected one memory and one time per T, got {len(tokens)}, {len(nbytes)}, {len(seconds)}"
-        )
+        raise ValueError(f"expected one memory and one time per T, got {len(tokens)}, {len(nbytes)}, {len(seconds)}")
     T = np.asarray(tokens, dtype=float)
     fig, axes = plt.subplots(1, 2, figsize=(2 * size, size * 0.85), dpi=DPI)
     panels = [

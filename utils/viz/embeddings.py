@@ -17,7 +17,7 @@ def _two_decimals(x: float) -> str:
 
 def _chosen_positions(side: int, count: int) -> list[int]:
     """`count` indices spread evenly over 0 .. side - 1, both ends included."""
-    return sorted({int(round(x)) for x in np.linspace(0, side - 1, min(count, side))})
+    return sorted({round(x) for x in np.linspace(0, side - 1, min(count, side))})
 
 
 def show_pos_similarity(

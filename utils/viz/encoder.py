@@ -63,9 +63,13 @@ def plot_norm_placement(
         blocks = np.arange(1, norms.shape[1] + 1)
         for seed, row in enumerate(norms.detach().cpu().numpy()):
             right.plot(
-                blocks, row, color=NORM_COLORS.get(name), linewidth=1, alpha=0.7,
+                blocks,
+                row,
+                color=NORM_COLORS.get(name),
+                linewidth=1,
+                alpha=0.7,
                 label=name if seed == 0 else None,
-            )  # fmt: skip
+            )
     right.set_yscale("log")
     right.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 0.1, 0.2, 0.5, 1, 2, 5
     right.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))

@@ -41,7 +41,7 @@ def multi_head_shapes(B: int, N: int, D: int, num_heads: int) -> list[ShapeStep]
         ShapeStep("heads back", "transpose(1, 2)", "(B, N, heads, head_dim)", (B, N, h, hd)),
         ShapeStep("merged", "reshape: heads side by side", "(B, N, D)", (B, N, D)),
         ShapeStep("output", "proj = Linear(D, D): mixes the heads", "(B, N, D)", (B, N, D)),
-    ]  # fmt: skip
+    ]
 
 
 def _box_colour(symbols: str) -> str:
@@ -63,9 +63,14 @@ def show_multi_head_shapes(B: int, N: int, D: int, num_heads: int, size: float =
     for i, step in enumerate(steps):
         y = rows - 1 - i  # bottom of this step's row; the first step on top
         box = FancyBboxPatch(
-            (left, y + (1 - height) / 2), width, height, boxstyle="round,pad=0.02,rounding_size=0.08",
-            facecolor=_box_colour(step.symbols), edgecolor="#555555", linewidth=1,
-        )  # fmt: skip
+            (left, y + (1 - height) / 2),
+            width,
+            height,
+            boxstyle="round,pad=0.02,rounding_size=0.08",
+            facecolor=_box_colour(step.symbols),
+            edgecolor="#555555",
+            linewidth=1,
+        )
         ax.add_patch(box)
         middle = left + width / 2
         ax.text(middle, y + 0.62, step.symbols, ha="center", va="center", fontsize=9, weight="bold")
@@ -73,9 +78,11 @@ def show_multi_head_shapes(B: int, N: int, D: int, num_heads: int, size: float =
         ax.text(left - 0.15, y + 0.5, step.name, ha="right", va="center", fontsize=9)
         if i:  # the arrow from the step above, with the operation beside it
             ax.annotate(
-                "", xy=(middle, y + 1 - (1 - height) / 2 + 0.02), xytext=(middle, y + 1 + (1 - height) / 2 - 0.02),
+                "",
+                xy=(middle, y + 1 - (1 - height) / 2 + 0.02),
+                xytext=(middle, y + 1 + (1 - height) / 2 - 0.02),
                 arrowprops=dict(arrowstyle="->", color="#555555"),
-            )  # fmt: skip
+            )
             ax.text(middle + 0.15, y + 1, step.operation, ha="left", va="center", fontsize=8, color="#333333")
     legend = [(TOKEN_MAJOR, "one row per token"), (HEAD_MAJOR, "one block per head"), (WEIGHTS, "N x N per head")]
     for j, (colour, text) in enumerate(legend):
@@ -114,8 +121,13 @@ def show_head_split(
         ax.axvline(head * head_dim - 0.5, color="white", linewidth=3)
     for head in range(num_heads):
         ax.text(
-            head * head_dim + (head_dim - 1) / 2, -0.7, f"head {head}", ha="center", va="bottom", fontsize=10,
-        )  # fmt: skip
+            head * head_dim + (head_dim - 1) / 2,
+            -0.7,
+            f"head {head}",
+            ha="center",
+            va="bottom",
+            fontsize=10,
+        )
     ax.set_ylim(N - 0.5, -1.4)  # room above the matrix for the head names
     ax.set_yticks(range(N), labels if labels is not None else range(N))
     if feature_names is not None:

@@ -31,16 +31,19 @@ def _draw_patch_grid(ax: plt.Axes, image: torch.Tensor, patch_size: int, numbers
         for index in range(rows * cols):
             row, col = divmod(index, cols)
             ax.text(
-                col * patch_size + patch_size / 2 - 0.5, row * patch_size + patch_size / 2 - 0.5,
-                str(index), ha="center", va="center", color="yellow", fontsize=fontsize,
+                col * patch_size + patch_size / 2 - 0.5,
+                row * patch_size + patch_size / 2 - 0.5,
+                str(index),
+                ha="center",
+                va="center",
+                color="yellow",
+                fontsize=fontsize,
                 path_effects=[patheffects.withStroke(linewidth=1.5, foreground="black")],
-            )  # fmt: skip
+            )
     ax.set_title(f"{rows} x {cols} = {rows * cols} patches of {patch_size} x {patch_size} px")
 
 
-def show_patch_grid(
-    image: torch.Tensor, patch_size: int, numbers: bool = True, size: float = 6.0
-) -> plt.Figure:
+def show_patch_grid(image: torch.Tensor, patch_size: int, numbers: bool = True, size: float = 6.0) -> plt.Figure:
     """Draw an image with its patch grid, each patch labelled with its token index (row-major)."""
     C, H, W = image.shape
     fig, ax = plt.subplots(figsize=(size, size * H / W), dpi=DPI)
@@ -76,9 +79,7 @@ def show_patches(image: torch.Tensor, patch_size: int, gap: int = 2, size: float
     return fig
 
 
-def show_token_sequence(
-    patches: torch.Tensor, patch_size: int, count: int = 16, size: float = 9.0
-) -> plt.Figure:
+def show_token_sequence(patches: torch.Tensor, patch_size: int, count: int = 16, size: float = 9.0) -> plt.Figure:
     """Draw the first `count` patches as the sequence the Transformer reads, and the whole
     (N, C*P*P) token matrix, one row per token.
 
@@ -109,9 +110,7 @@ def show_token_sequence(
     return fig
 
 
-def plot_token_counts(
-    image_size: int | tuple[int, int], patch_sizes: list[int], size: float = 5.0
-) -> plt.Figure:
+def plot_token_counts(image_size: int | tuple[int, int], patch_sizes: list[int], size: float = 5.0) -> plt.Figure:
     """Bar chart (log scale) of tokens and attention-matrix entries for each patch size."""
     H, W = to_2tuple(image_size)
     tokens = [(H // p) * (W // p) + 1 for p in patch_sizes]

@@ -20,10 +20,18 @@ def show_top_k(
     if images.ndim != 4:
         raise ValueError(f"expected images (B, C, H, W), got {tuple(images.shape)}")
     if not len(images) == len(names) == len(answers):
-        raise ValueError(f"expected one name and one answer list per image: {len(images)} images, "
-                         f"{len(names)} names, {len(answers)} answer lists")  # fmt: skip
-    fig, axes = plt.subplots(2, len(images), figsize=(size * len(images), size * 1.9), dpi=DPI,
-                             squeeze=False, gridspec_kw={"height_ratios": [1.2, 0.8]})  # fmt: skip
+        raise ValueError(
+            f"expected one name and one answer list per image: {len(images)} images, "
+            f"{len(names)} names, {len(answers)} answer lists"
+        )
+    fig, axes = plt.subplots(
+        2,
+        len(images),
+        figsize=(size * len(images), size * 1.9),
+        dpi=DPI,
+        squeeze=False,
+        gridspec_kw={"height_ratios": [1.2, 0.8]},
+    )
     for column, (image, name, answer) in enumerate(zip(images, names, answers)):
         photo_ax, bars_ax = axes[0, column], axes[1, column]
         photo_ax.imshow(to_numpy_image(image), cmap="gray")

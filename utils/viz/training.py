@@ -73,10 +73,19 @@ def show_confusion(matrix: torch.Tensor, classes: list[str], size: float = 4.0) 
     """A confusion matrix (row = true class, column = predicted), each cell's count written in."""
     fig, ax = plt.subplots(figsize=(size, size), dpi=DPI)
     ax.imshow(matrix.numpy(), cmap="Blues")
-    for (i, j), count in zip(torch.cartesian_prod(torch.arange(len(classes)), torch.arange(len(classes))).tolist(), matrix.flatten().tolist()):
+    for (i, j), count in zip(
+        torch.cartesian_prod(torch.arange(len(classes)), torch.arange(len(classes))).tolist(), matrix.flatten().tolist()
+    ):
         if count:
-            ax.text(j, i, str(count), ha="center", va="center", fontsize=7,
-                    color="white" if count > matrix.max() / 2 else "black")  # fmt: skip
+            ax.text(
+                j,
+                i,
+                str(count),
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if count > matrix.max() / 2 else "black",
+            )
     ax.set_xticks(range(len(classes)), classes, rotation=90 if max(map(len, classes)) > 2 else 0)
     ax.set_yticks(range(len(classes)), classes)
     ax.set_xlabel("predicted")
