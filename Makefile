@@ -53,9 +53,11 @@ run-notebooks: $(VENV)/.dev
 checkpoints: $(VENV)/.runtime
 	$(BIN)/python tools/train_checkpoints.py
 
-## make exercises: learner copies of every lesson in exercises/, solutions blanked (for workshops)
+## make exercises: learner copies of every lesson in exercises/, solutions blanked (for workshops);
+## it never overwrites a copy that differs from a fresh one (a learner's answers): it stops and names
+## them. FORCE=1 first moves those copies to exercises/backups/<date>_<time>/, then writes fresh ones
 exercises: $(VENV)/.runtime
-	$(BIN)/python tools/exercises.py exercises
+	$(BIN)/python tools/exercises.py exercises $(if $(filter-out 0,$(FORCE)),--force)
 
 ## make measure: each lesson's wall time and kernel peak memory, full budgets, into the README,
 ## without touching the notebooks (fails if a kernel passes Binder's 1 GB; about 10 minutes)

@@ -395,3 +395,104 @@ def test_fused_implementation_checks_the_mask_like_the_explicit_one():
     hides_a_row[1] = False
     with pytest.raises(ValueError, match=r"hides every key"):
         attn(x, hides_a_row)
+
+
+# ---- bad arguments: a clear error, never a NaN or a silent broadcast ----------------------
+
+
+@pytest.mark.parametrize("dropout_p", [-0.1, 1.0, 1.5, float("nan"), "0.1", None])
+def test_sdpa_rejects_a_dropout_that_is_no_probability(dropout_p):
+    q = torch.randn(1, 4, 8)
+    with pytest.raises(ValueError, match=r"dropout_p must be a probability in \[0, 1\), got"):
+        scaled_dot_product_attention(q, q, q, dropout_p=dropout_p)
+
+
+def test_sdpa_rejects_no_keys_and_zero_width():
+    q = torch.randn(2, 4, 8)
+    with pytest.raises(ValueError, match=r"at least one key .* got q \(2, 4, 8\) and k \(2, 0, 8\)"):
+        scaled_dot_product_attention(q, q[:, :0], q[:, :0])  # softmax over nothing: 0/0
+    with pytest.raises(ValueError, match=r"width d >= 1"):
+        scaled_dot_product_attention(q[..., :0], q[..., :0], q)  # scale 1/sqrt(0)
+
+
+@pytest.mark.parametrize("k_batch", [1, 3])
+def test_sdpa_does_not_broadcast_q_k_v_of_another_batch(k_batch):
+    q, k = torch.randn(2, 4, 8), torch.randn(k_batch, 4, 8)
+    with pytest.raises(ValueError, match=r"the same leading axes .* got \(2, 4, 8\), \(" + str(k_batch)):
+        scaled_dot_product_attention(q, k, k)
+
+
+def test_sdpa_names_the_dtype_and_type_it_needs():
+    q = torch.randn(1, 4, 8)
+    with pytest.raises(
+        ValueError, match=r"expected q of dtype torch.float32, got torch.int64; convert with `q.float\(\)`"
+    ):
+        scaled_dot_product_attention(q.long(), q, q)
+    with pytest.raises(ValueError, match=r"one dtype, got torch.float32, torch.float64 and torch.float32"):
+        scaled_dot_product_attention(q, q.double(), q)
+    with pytest.raises(TypeError, match=r"expected k as a torch.Tensor .* got list"):
+        scaled_dot_product_attention(q, [[0.0]], q)
+
+
+def test_sdpa_names_the_mask_it_needs():
+    q = torch.randn(1, 4, 8)
+    with pytest.raises(ValueError, match=r"boolean mask .* got torch.int64; from a 0/1 mask: `mask.bool\(\)`"):
+        scaled_dot_product_attention(q, q, q, torch.ones(4, 4, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"boolean mask tensor .* got list"):
+        scaled_dot_product_attention(q, q, q, [[True] * 4] * 4)
+
+
+@pytest.mark.parametrize("num_heads, words", [(0, r">= 1, got 0"), (-2, r"got -2"), (2.0, r"got 2.0 of type float")])
+def test_split_heads_and_attention_name_a_bad_head_count(num_heads, words):
+    with pytest.raises(ValueError, match=r"num_heads must be a whole number .*" + words):
+        split_heads(torch.randn(1, 2, 8), num_heads)
+    with pytest.raises(ValueError, match=r"num_heads must be a whole number .*" + words):
+        MultiHeadSelfAttention(16, num_heads)
+
+
+def test_split_and_merge_heads_name_the_shape_they_need():
+    with pytest.raises(ValueError, match=r"expected x shaped \(B, N, D\), got a 2-D tensor of shape \(4, 8\)"):
+        split_heads(torch.randn(4, 8), 2)
+    with pytest.raises(ValueError, match=r"expected x shaped \(B, heads, N, head_dim\), got a 3-D tensor"):
+        merge_heads(torch.randn(2, 4, 8))
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(dim=0), r"dim must be a whole number .* got 0"),
+        (dict(dim=-16), r"dim must be .* got -16"),
+        (dict(qkv_bias="no"), r"qkv_bias must be True or False, got 'no'"),
+        (dict(attn_drop=1.5), r"attn_drop must be a probability in \[0, 1\), got 1.5"),
+        (dict(proj_drop=-0.1), r"proj_drop must be a probability in \[0, 1\), got -0.1"),
+    ],
+)
+def test_mhsa_rejects_bad_arguments(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        MultiHeadSelfAttention(**{**dict(dim=16, num_heads=4), **kwargs})
+
+
+def test_mhsa_lists_the_head_counts_that_fit_without_counting_to_a_huge_width():
+    with pytest.raises(ValueError, match=r"not divisible by num_heads 7.*fit: \[1, 2, 4, 5, 8, 10, 16, 20, 25, 32\]"):
+        MultiHeadSelfAttention(10**12, 7)  # the old divisor loop ran 10**12 times
+
+
+def test_mhsa_names_the_tokens_it_needs():
+    attn = MultiHeadSelfAttention(16, 4)
+    with pytest.raises(ValueError, match=r"expected tokens of dtype torch.float32 .* got torch.int64"):
+        attn(torch.ones(2, 5, 16, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"got torch.float64; convert with `tokens.float\(\)`"):
+        attn(torch.ones(2, 5, 16, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"with at least one token, got \(2, 0, 16\)"):
+        attn(torch.ones(2, 0, 16))
+    with pytest.raises(TypeError, match=r"return_attention must be True or False, got 'no'"):
+        attn(torch.ones(2, 5, 16), return_attention="no")
+
+
+def test_mhsa_checks_an_attention_dropout_set_after_construction():
+    attn = MultiHeadSelfAttention(16, 4).train()
+    attn.attn_drop = 1.5
+    for implementation in ("explicit", "fused"):
+        attn.implementation = implementation
+        with pytest.raises(ValueError, match=r"attn_drop must be a probability"):
+            attn(torch.randn(2, 5, 16))

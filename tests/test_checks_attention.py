@@ -1,6 +1,8 @@
 """Lesson 3's checkers pass the reference, accept equivalent answers and name each typical mistake."""
 
 import math
+import re
+import warnings
 
 import pytest
 import torch
@@ -36,37 +38,132 @@ def test_check_attention_passes_the_reference_and_an_equivalent(capsys):
     assert "✓" in capsys.readouterr().out
 
 
+def scores(q, k):
+    return q @ k.transpose(-2, -1)
+
+
+def sqrt_d(q):
+    return math.sqrt(q.shape[-1])
+
+
+def manual_softmax(x, keepdim=True):
+    e = x.exp()
+    return e / e.sum(-1, keepdim=keepdim)
+
+
+def scaled_after_softmax(q, k, v):
+    weights = scores(q, k).softmax(-1)
+    return weights @ v / sqrt_d(q), weights
+
+
+def k_T(q, k, v):
+    with warnings.catch_warnings():  # torch warns about .T on more than 2 axes, then multiplies anyway
+        warnings.simplefilter("ignore")
+        weights = (q @ k.T / sqrt_d(q)).softmax(-1)
+    return weights @ v, weights
+
+
+def scaled_by_d_v(q, k, v):
+    weights = (scores(q, k) / math.sqrt(v.shape[-1])).softmax(-1)
+    return weights @ v, weights
+
+
+def transposed_1_2(q, k, v):
+    weights = (q @ k.transpose(1, 2) / sqrt_d(q)).softmax(-1)
+    return weights @ v, weights
+
+
+def v_times_weights(q, k, v):
+    weights = right_weights(q, k)
+    return v @ weights, weights
+
+
+ATTENTION_MISTAKES = [  # (name, wrong attention, regex naming the mistake)
+    ("not scaled", attention_with(lambda q, k: scores(q, k).softmax(-1)), r"not scaled: divide .* by sqrt\(d\)"),
+    ("divided by d", attention_with(lambda q, k: (scores(q, k) / q.shape[-1]).softmax(-1)), r"divided by d; divide"),
+    ("multiplied by sqrt(d)", attention_with(lambda q, k: (scores(q, k) * sqrt_d(q)).softmax(-1)), "multiplied by"),
+    (
+        "divided by sqrt(d_v)",
+        scaled_by_d_v,
+        r"sqrt\(d_v\), v's width",
+    ),
+    (
+        "divided by sqrt(N)",
+        attention_with(lambda q, k: (scores(q, k) / math.sqrt(q.shape[-2])).softmax(-1)),
+        r"sqrt\(N\), the number of tokens",
+    ),
+    (
+        "scale after the softmax, on the weights",
+        attention_with(lambda q, k: scores(q, k).softmax(-1) / sqrt_d(q)),
+        "scale is applied after the softmax",
+    ),
+    ("scale after the softmax, on the output", scaled_after_softmax, "scale is applied after the softmax"),
+    (
+        "softmax over the columns",
+        attention_with(lambda q, k: (scores(q, k) / sqrt_d(q)).softmax(-2)),
+        "wrong axis: your columns sum to 1",
+    ),
+    (
+        "softmax without dim",  # F.softmax's implicit dim is 0 for a 3-D input
+        attention_with(lambda q, k: (scores(q, k) / sqrt_d(q)).softmax(0 if q.ndim == 3 else -1)),
+        "softmax runs over axis 0",
+    ),
+    (
+        "sum without keepdim",
+        attention_with(lambda q, k: manual_softmax(scores(q, k) / sqrt_d(q), keepdim=False)),
+        "without keepdim=True",
+    ),
+    ("not normalised", attention_with(lambda q, k: (scores(q, k) / sqrt_d(q)).exp()), "not divided by their row's sum"),
+    (
+        "normalised by the total",
+        attention_with(lambda q, k: (scores(q, k) / sqrt_d(q)).exp() / (scores(q, k) / sqrt_d(q)).exp().sum()),
+        "sum of ALL",
+    ),
+    ("k not transposed", attention_with(lambda q, k: (q @ k / sqrt_d(q)).softmax(-1)), "k is not transposed"),
+    ("k.transpose(1, 2)", transposed_1_2, "counts from the end"),
+    ("k.T", k_T, "leading \\(batch, head\\) axes .* k.T"),
+    (
+        "q and k swapped",
+        attention_with(lambda q, k: (k @ q.transpose(-2, -1) / sqrt_d(q)).softmax(-1)),
+        "q and k are swapped",
+    ),
+    ("weights @ q", attention_with(right_weights, lambda w, q, v: w @ q), "averages the queries \\(weights @ q\\)"),
+    ("weights as output", attention_with(right_weights, lambda w, q, v: w), "multiply them by v"),
+    (
+        "weights transposed",
+        attention_with(right_weights, lambda w, q, v: w.transpose(-2, -1) @ v),
+        "weights transposed",
+    ),
+    ("v @ weights", v_times_weights, "not v @ weights"),
+    (
+        "(weights, out) returned",
+        lambda q, k, v: scaled_dot_product_attention(q, k, v)[::-1],
+        "you returned \\(weights, out\\)",
+    ),
+    (
+        "scores returned as the weights",
+        lambda q, k, v: (right_weights(q, k) @ v, scores(q, k) / sqrt_d(q)),
+        "returned the scores as the weights",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", ATTENTION_MISTAKES, ids=[m[0] for m in ATTENTION_MISTAKES])
+def test_check_attention_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_attention(wrong)
+
+
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (attention_with(lambda q, k: (q @ k.transpose(-2, -1)).softmax(-1)), "not scaled: divide .* by sqrt\\(d\\)"),
-        (
-            attention_with(lambda q, k: (q @ k.transpose(-2, -1) / q.shape[-1]).softmax(-1)),
-            "divided by d; divide by sqrt\\(d\\)",
-        ),
-        (
-            attention_with(lambda q, k: (q @ k.transpose(-2, -1) * math.sqrt(q.shape[-1])).softmax(-1)),
-            "multiplied by sqrt\\(d\\)",
-        ),
-        (
-            attention_with(lambda q, k: (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-2)),
-            "wrong axis: your columns sum to 1",
-        ),
-        (attention_with(lambda q, k: (q @ k / math.sqrt(q.shape[-1])).softmax(-1)), "k is not transposed"),
-        (
-            attention_with(lambda q, k: (k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1)),
-            "q and k are swapped",
-        ),
-        (attention_with(right_weights, lambda w, q, v: w @ q), "averages the queries \\(weights @ q\\)"),
-        (attention_with(right_weights, lambda w, q, v: w), "multiply them by v"),
-        (attention_with(right_weights, lambda w, q, v: w.transpose(-2, -1) @ v), "weights transposed"),
-        (attention_with(right_weights, lambda w, q, v: w @ v * 1.01), "out: values differ .* max difference"),
-        (lambda q, k, v: scaled_dot_product_attention(q, k, v)[::-1], "you returned \\(weights, out\\)"),
+        (attention_with(right_weights, lambda w, q, v: w @ v * 1.01), "^out: values differ .* max difference"),
         (lambda q, k, v: scaled_dot_product_attention(q, k, v)[0], "expected a pair of tensors"),
         (lambda q, k, v: (v[..., :1], torch.ones(1)[0] / 0), "expected weights of shape"),
+        (attention_with(lambda q, k: right_weights(q, k) + 0.01), "^weights: values differ"),
     ],
 )
-def test_check_attention_names_the_mistake(wrong, words):
+def test_check_attention_is_neutral_when_it_cannot_tell(wrong, words):
     with pytest.raises(CheckFailed, match=words):
         check_attention(wrong)
 
@@ -100,19 +197,108 @@ def test_check_masked_softmax_passes_the_reference_and_equivalents(capsys):
     assert capsys.readouterr().out.count("✓") == 3
 
 
+def boolean_indexing(s, m):
+    s[~m] = float("-inf")  # needs a mask of the scores' full shape
+    return s.softmax(-1)
+
+
+NEG_INF, INF = float("-inf"), float("inf")
+
+MASKED_SOFTMAX_MISTAKES = [  # (name, wrong masked_softmax, regex naming the mistake)
+    ("mask inverted", lambda s, m: s.masked_fill(m, NEG_INF).softmax(-1), "inverted: True means 'may attend'"),
+    ("filled with 0", lambda s, m: s.masked_fill(~m, 0.0).softmax(-1), "hidden keys still get weight: a score of 0"),
+    ("scores times the mask", lambda s, m: (s * m).softmax(-1), "hidden keys still get weight: a score of 0"),
+    ("masked after the softmax", lambda s, m: s.softmax(-1) * m, "masked after the softmax without renormalising"),
+    (
+        "softmax over the queries",
+        lambda s, m: s.masked_fill(~m, NEG_INF).softmax(-2),
+        "the softmax runs over the wrong axis",
+    ),
+    ("softmax over the batch", lambda s, m: s.masked_fill(~m, NEG_INF).softmax(0), "over axis 0, a batch or head axis"),
+    ("filled with +inf", lambda s, m: s.masked_fill(~m, INF).softmax(-1), r"\+inf"),
+    ("mask transposed", lambda s, m: s.masked_fill(~m.transpose(-2, -1), NEG_INF).softmax(-1), "mask is transposed"),
+    ("no softmax", lambda s, m: s.masked_fill(~m, NEG_INF), "returned the masked scores"),
+    ("log_softmax", lambda s, m: s.masked_fill(~m, NEG_INF).log_softmax(-1), "log_softmax"),
+    ("filled with -3", lambda s, m: s.masked_fill(~m, -3.0).softmax(-1), "hidden keys get weight up to"),
+    ("mask ignored", lambda s, m: s.softmax(-1), "hidden keys get weight up to"),
+    ("boolean indexing", boolean_indexing, r"scores\[~mask\] needs a mask of the scores' full shape"),
+    ("mask returned", lambda s, m: m.expand_as(s), "expected a float32 tensor, got bool"),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", MASKED_SOFTMAX_MISTAKES, ids=[m[0] for m in MASKED_SOFTMAX_MISTAKES])
+def test_check_masked_softmax_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_masked_softmax(wrong)
+
+
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (lambda s, m: s.masked_fill(m, float("-inf")).softmax(-1), "inverted: True means 'may attend'"),
-        (lambda s, m: s.masked_fill(~m, 0.0).softmax(-1), "hidden keys still get weight: a score of 0"),
-        (lambda s, m: s.softmax(-1) * m, "masked after the softmax without renormalising"),
-        (lambda s, m: s.masked_fill(~m, float("-inf")).softmax(-2), "wrong axis"),
-        (lambda s, m: s.masked_fill(~m, -3.0).softmax(-1), "hidden keys get weight up to"),
-        (lambda s, m: s.softmax(-1), "hidden keys get weight up to"),
         (lambda s, m: reference_masked_softmax(s, m)[..., :1], "expected weights of shape"),
         (lambda s, m: reference_masked_softmax(s, m).tolist(), "expected a torch.Tensor"),
+        (lambda s, m: reference_masked_softmax(s, m) * float("nan"), "values are NaN .* all hidden, or for \\+inf"),
     ],
 )
-def test_check_masked_softmax_names_the_mistake(wrong, words):
+def test_check_masked_softmax_is_neutral_when_it_cannot_tell(wrong, words):
     with pytest.raises(CheckFailed, match=words):
         check_masked_softmax(wrong)
+
+
+# ---- a right tensor spoiled: the dtype, NaN, autograd ------------------------------------------
+
+SPOILED = [  # (how the right tensor is spoiled, the words for it)
+    (lambda t: t.long(), "expected a float32 tensor, got int64"),
+    (lambda t: t.double(), r"expected a float32 tensor, got float64 .*\.float\(\)"),
+    (lambda t: t > 0.5, "expected a float32 tensor, got bool"),
+    (lambda t: t * float("nan"), "values are NaN"),
+]
+SPOILED_IDS = ["int64", "float64", "bool", "NaN"]
+
+
+@pytest.mark.parametrize("spoil, words", SPOILED, ids=SPOILED_IDS)
+def test_check_masked_softmax_names_a_spoiled_result(spoil, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_masked_softmax(lambda s, m: spoil(reference_masked_softmax(s, m)))
+
+
+@pytest.mark.parametrize("spoil, words", SPOILED, ids=SPOILED_IDS)
+@pytest.mark.parametrize("which", ["out", "weights"])
+def test_check_attention_names_a_spoiled_result(which, spoil, words):
+    def spoiled(q, k, v):
+        out, weights = scaled_dot_product_attention(q, k, v)
+        return (spoil(out), weights) if which == "out" else (out, spoil(weights))
+
+    with pytest.raises(CheckFailed, match=f"^{which}: .*{words}"):
+        check_attention(spoiled)
+
+
+def test_results_that_need_grad_pass(capsys):
+    check_masked_softmax(lambda s, m: reference_masked_softmax(s.requires_grad_(), m))
+    check_attention(lambda q, k, v: scaled_dot_product_attention(q.requires_grad_(), k, v))
+    check_attention(lambda q, k, v: list(scaled_dot_product_attention(q, k, v)))  # a list is a pair too
+    assert capsys.readouterr().out.count("✓") == 3
+
+
+def named_mistakes(checker, mistakes) -> list[str]:
+    """Each mistake's message; asserts that it names that mistake (its regex) and no other one (the
+    regex of another mistake, unless that one is part of it: 'A + B' may name A and B)."""
+    messages = []
+    for name, wrong, words in mistakes:
+        with pytest.raises(CheckFailed, match=words) as failure:
+            checker(wrong)
+        parts = name.split(" + ")
+        others = [other for other, _, regex in mistakes if regex != words and other not in parts]
+        misnamed = [other for other, _, regex in mistakes if other in others and re.search(regex, str(failure.value))]
+        assert not misnamed, f"{name!r} is named as {misnamed}: {failure.value}"
+        messages.append(str(failure.value))
+    return messages
+
+
+@pytest.mark.parametrize(
+    "checker, mistakes",
+    [(check_attention, ATTENTION_MISTAKES), (check_masked_softmax, MASKED_SOFTMAX_MISTAKES)],
+    ids=["attention", "masked_softmax"],
+)
+def test_no_mistake_is_named_as_another(checker, mistakes):
+    assert len(named_mistakes(checker, mistakes)) == len(mistakes)

@@ -4,12 +4,23 @@ exercise's NotImplementedError passing through every checker untouched."""
 import importlib
 import inspect
 import pkgutil
+import re
 
+import numpy as np
 import pytest
 import torch
 
 import utils.checks
-from utils.checks.core import CheckFailed, call_learner, compare, match_or_raise, raise_if_known_mistake
+from utils.checks.core import (
+    CheckFailed,
+    call_learner,
+    compare,
+    describe,
+    is_blank_exercise,
+    match_or_raise,
+    raise_if_known_mistake,
+    whole_number,
+)
 
 
 def all_checkers() -> dict[str, object]:
@@ -23,7 +34,38 @@ def all_checkers() -> dict[str, object]:
     return checkers
 
 
+def torch_lacks_it(x):
+    return (x > 0).abs()  # torch raises NotImplementedError: "abs_cpu" not implemented for 'Bool'
+
+
+class NoForward(torch.nn.Module):
+    pass
+
+
 CHECKERS = all_checkers()
+LESSONS_1_TO_3 = {
+    name: fn for name, fn in CHECKERS.items() if name.split(".")[0] in ("patches", "embeddings", "attention")
+}
+GARBAGE = [  # (what a learner's function does, the words for it)
+    (lambda *args: None, "got None .*forget to `return`"),
+    (lambda *args: 1.5, "got float 1.5"),
+    (lambda *args: "tokens", "got str 'tokens'"),
+    (lambda *args: int("x"), "your function raised ValueError"),
+    (lambda *args: [][1], "your function raised IndexError"),
+    (lambda *args: torch.ones(2) @ torch.ones(3), "your function raised RuntimeError"),
+    (lambda *args: len(5), "your function raised TypeError"),
+    (lambda *args: torch_lacks_it(torch.ones(2)), "your function raised NotImplementedError.*no such operation"),
+]
+GARBAGE_IDS = [
+    "None",
+    "float",
+    "str",
+    "ValueError",
+    "IndexError",
+    "RuntimeError",
+    "TypeError",
+    "torch's NotImplementedError",
+]
 
 
 def test_the_checkers_are_all_found():
@@ -45,20 +87,42 @@ def test_a_blank_exercise_raises_not_implemented_error_through_every_checker(che
 # ---- call_learner -------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("checker", CHECKERS.values(), ids=CHECKERS.keys())
+@pytest.mark.parametrize("learner, words", GARBAGE, ids=GARBAGE_IDS)
+def test_every_checker_turns_garbage_into_a_verdict(checker, learner, words):
+    with pytest.raises(CheckFailed):
+        checker(learner)
+
+
+@pytest.mark.parametrize("checker", LESSONS_1_TO_3.values(), ids=LESSONS_1_TO_3.keys())
+@pytest.mark.parametrize("learner, words", GARBAGE, ids=GARBAGE_IDS)
+def test_the_checkers_of_lessons_1_to_3_name_the_garbage(checker, learner, words):
+    with pytest.raises(CheckFailed, match=words):
+        checker(learner)
+
+
+@pytest.mark.parametrize("checker", LESSONS_1_TO_3.values(), ids=LESSONS_1_TO_3.keys())
+def test_the_checkers_ask_for_the_function_not_its_result(checker):
+    with pytest.raises(CheckFailed, match="expected your function itself, got Tensor .*without calling it"):
+        checker(torch.zeros(2, 3))
+
+
 def test_call_learner_returns_a_tensor_by_default():
     x = torch.ones(2)
     assert call_learner(lambda a: a + 1, x).tolist() == [2.0, 2.0]
-    with pytest.raises(CheckFailed, match="^expected a torch.Tensor, got list$"):
+    with pytest.raises(CheckFailed, match=r"^expected a torch.Tensor, got list of 2 \(float, float\)$"):
         call_learner(lambda a: a.tolist(), x)
+    with pytest.raises(CheckFailed, match=r"^expected a torch.Tensor, got None \(did your function forget"):
+        call_learner(lambda a: None, x)
 
 
 def test_call_learner_names_a_type_and_a_tuple_of_types():
     assert call_learner(lambda: {"a": 1}, returns=dict) == {"a": 1}
-    with pytest.raises(CheckFailed, match="^expected a dict, got list$"):
+    with pytest.raises(CheckFailed, match=r"^expected a dict, got list of 0 \(\)$"):
         call_learner(lambda: [], returns=dict)
     assert call_learner(lambda: 3, returns=(int, float)) == 3
-    with pytest.raises(CheckFailed, match="^expected an int or a float, got str$"):
-        call_learner(lambda: "3", returns=(int, float))
+    with pytest.raises(CheckFailed, match="^expected an int or a float, got str '3' for x$"):
+        call_learner(lambda: "3", returns=(int, float), where="for x")
 
 
 def test_call_learner_takes_a_predicate_and_the_words_for_it():
@@ -66,9 +130,9 @@ def test_call_learner_takes_a_predicate_and_the_words_for_it():
         return isinstance(result, tuple) and len(result) == 2
 
     assert call_learner(lambda: (1, 2), returns=is_pair, expected="a pair (a, b)") == (1, 2)
-    with pytest.raises(CheckFailed, match=r"^expected a pair \(a, b\), got tuple$"):
+    with pytest.raises(CheckFailed, match=r"^expected a pair \(a, b\), got tuple of 3 \(int, int, int\)$"):
         call_learner(lambda: (1, 2, 3), returns=is_pair, expected="a pair (a, b)")
-    with pytest.raises(CheckFailed, match="^expected a result that passes is_pair, got list$"):
+    with pytest.raises(CheckFailed, match="^expected a result that passes is_pair, got list of 2"):
         call_learner(lambda: [1, 2], returns=is_pair)
 
 
@@ -89,6 +153,97 @@ def test_call_learner_lets_not_implemented_error_through():
 
     with pytest.raises(NotImplementedError, match="^blank$"):
         call_learner(blank)
+
+
+def test_call_learner_lets_a_blank_exercise_through_from_a_helper_and_a_module():
+    def helper(x):
+        raise NotImplementedError("Hint: write the helper")
+
+    class Blank(torch.nn.Module):
+        def forward(self, x):
+            raise NotImplementedError("Hint: write forward")
+
+    with pytest.raises(NotImplementedError, match="^Hint: write the helper$"):
+        call_learner(lambda x: helper(x) + 1, torch.ones(2))
+    with pytest.raises(NotImplementedError, match="^Hint: write forward$"):
+        call_learner(lambda x: Blank()(x), torch.ones(2))
+
+
+def test_call_learner_reports_a_not_implemented_error_from_inside_torch():
+    with pytest.raises(CheckFailed, match="^your function raised NotImplementedError: .*'Bool'.*no such operation"):
+        call_learner(torch_lacks_it, torch.ones(2))
+    with pytest.raises(CheckFailed, match='your function raised NotImplementedError: Module .*"forward".*inside torch'):
+        call_learner(lambda x: NoForward()(x), torch.ones(2))
+
+
+def test_is_blank_exercise_tells_a_raise_statement_from_torchs_own_error():
+    for fn, blank in [(torch_lacks_it, False), (lambda x: NoForward()(x), False)]:
+        with pytest.raises(NotImplementedError) as error:
+            fn(torch.ones(2))
+        assert is_blank_exercise(error.value) is blank
+    assert is_blank_exercise(NotImplementedError("never raised")) is True
+
+
+def test_call_learner_adds_the_explanation_of_a_crash():
+    def explain(error):
+        return "divide by something else" if isinstance(error, ZeroDivisionError) else None
+
+    with pytest.raises(CheckFailed, match=r"division by zero \(divide by something else\)$"):
+        call_learner(lambda: 1 / 0, returns=float, explain=explain)
+    with pytest.raises(CheckFailed, match="^your function raised KeyError: 'a'$"):
+        call_learner(lambda: {}["a"], returns=float, explain=explain)
+
+
+def test_call_learner_asks_for_the_function_itself():
+    with pytest.raises(CheckFailed, match="^expected your function itself, got Tensor of dtype float32 and shape"):
+        call_learner(torch.ones(2))
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        (None, "^None"),
+        (1.5, "^float 1.5$"),
+        ("x" * 50, "^str$"),
+        ((torch.ones(1), None), r"^tuple of 2 \(Tensor, NoneType\)$"),
+        (list(range(6)), r"^list of 6 \(int, int, int, int, ...\)$"),
+        (torch.ones(2, 3, dtype=torch.float64), r"^Tensor of dtype float64 and shape \(2, 3\)$"),
+        ({"a": 1}, "^dict$"),
+    ],
+)
+def test_describe_names_what_came(value, words):
+    assert re.search(words, describe(value))
+
+
+# ---- whole_number ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value", [3, 3.0, np.int64(3), np.float32(3.0), torch.tensor(3), torch.tensor([3.0]), np.array([3])]
+)
+def test_whole_number_accepts_any_whole_number(value):
+    assert whole_number(value, "n") == 3
+    assert type(whole_number(value, "n")) is int
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        (2.5, "got 2.5"),
+        (float("nan"), "got nan"),
+        (float("inf"), "got inf"),
+        (True, "got bool True"),
+        (np.bool_(True), "got bool"),
+        ("3", "got str '3'"),
+        (None, "got None"),
+        (torch.tensor([1, 2]), r"got Tensor of dtype int64 and shape \(2,\)"),
+        (torch.tensor(True), "got Tensor of dtype bool"),
+        (1 + 2j, "got complex"),
+    ],
+)
+def test_whole_number_refuses_anything_else_by_name(value, words):
+    with pytest.raises(CheckFailed, match=f"^n must be a whole number, {words}"):
+        whole_number(value, "n")
 
 
 # ---- match_or_raise, raise_if_known_mistake -----------------------------------------------
@@ -177,3 +332,60 @@ def test_compare_asks_diagnose_after_the_mistakes():
 def test_compare_accepts_a_tensor_that_needs_grad():
     x = torch.rand(2, 3, requires_grad=True)
     assert compare(x * 1, x.detach(), "for x") == "exact"
+
+
+@pytest.mark.parametrize(
+    "got, words",
+    [
+        (torch.ones(2, 3, dtype=torch.int64), "^expected a float32 tensor, got int64 for x: whole numbers"),
+        (torch.ones(2, 3, dtype=torch.bool), "^expected a float32 tensor, got bool for x: True/False values"),
+        (torch.ones(2, 3, dtype=torch.float16), "^expected a float32 tensor, got float16 for x: half precision"),
+        ([[1.0] * 3] * 2, "^expected a torch.Tensor, got list of 2"),
+        (None, "^expected a torch.Tensor, got None"),
+    ],
+)
+def test_compare_names_the_wrong_type_or_dtype(got, words):
+    with pytest.raises(CheckFailed, match=words):
+        compare(got, torch.ones(2, 3), "for x")
+
+
+def test_compare_takes_a_more_precise_float_unless_told_to_want_the_same_dtype():
+    x = torch.rand(2, 3)
+    assert compare(x.double(), x, "for x") == "exact"  # e.g. a state dict: loading casts it back
+    with pytest.raises(CheckFailed, match=r"^expected a float32 tensor, got float64 for x: .*\.float\(\)"):
+        compare(x.double(), x, "for x", same_dtype=True)
+    assert compare(torch.ones(2, dtype=torch.int64), torch.ones(2, dtype=torch.int64), "for x") == "exact"
+    assert compare(torch.ones(2), torch.ones(2, dtype=torch.int64), "for x") == "exact"  # an integer reference
+
+
+def test_compare_names_the_dtype_with_the_name():
+    with pytest.raises(CheckFailed, match="^out: expected a float32 tensor, got int64 for x"):
+        compare(torch.ones(2, dtype=torch.int64), torch.ones(2), "for x", name="out")
+
+
+def test_compare_counts_nan_and_inf_with_the_hint():
+    x = torch.zeros(2, 3)
+    got = x.clone()
+    got[0, :2] = float("nan")
+    with pytest.raises(CheckFailed, match=r"^w: 2 of 6 values are NaN for x: softmax of a hidden row$"):
+        compare(got, x, "for x", name="w", nan_hint="softmax of a hidden row")
+    with pytest.raises(CheckFailed, match=r"^1 of 6 values are infinite for x$"):
+        compare(torch.tensor([[0.0, float("inf"), 0], [0, 0, 0]]), x, "for x")
+    expected = torch.tensor([float("-inf"), 1.0])  # where the reference itself is infinite, so may the answer be
+    assert compare(expected.clone(), expected, "for x") == "exact"
+
+
+def test_compare_names_a_mistake_with_nan_before_counting_nan():
+    x = torch.rand(2, 3)
+    mistake = x.clone()
+    mistake[0] = float("nan")
+    with pytest.raises(CheckFailed, match=r"^filled with \+inf \(for x\)$"):
+        compare(mistake.clone(), x, "for x", mistakes={"filled with +inf": mistake})
+
+
+def test_a_mistake_that_is_all_nan_names_nothing():
+    x = torch.rand(2, 3)
+    all_nan = torch.full((2, 3), float("nan"))
+    raise_if_known_mistake(all_nan, {"it would name any NaN result": all_nan}, "for x")
+    with pytest.raises(CheckFailed, match="^6 of 6 values are NaN for x$"):
+        compare(all_nan, x, "for x", mistakes={"it would name any NaN result": all_nan})

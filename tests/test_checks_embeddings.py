@@ -1,5 +1,6 @@
 """Lesson 2's checkers pass the reference and name each typical mistake in words."""
 
+import math
 import re
 
 import pytest
@@ -59,23 +60,60 @@ def no_cls_token(patches, E, cls_token, pos_embed):
     return patches @ E + pos_embed[:, 1:]
 
 
+def cat_on_width(patches, E, cls_token, pos_embed):
+    cls = cls_token.expand(len(patches), -1, -1)
+    return torch.cat([cls, patches @ E], dim=2) + pos_embed
+
+
+def stacked(patches, E, cls_token, pos_embed):
+    return torch.stack([cls_token.expand(len(patches), -1, -1), patches @ E], dim=1) + pos_embed
+
+
+def pos_before_cls(patches, E, cls_token, pos_embed):
+    return prepend_cls_token(patches @ E + pos_embed, cls_token)
+
+
+def E_first(patches, E, cls_token, pos_embed):
+    return prepend_cls_token(E @ patches, cls_token) + pos_embed
+
+
+def not_projected(patches, E, cls_token, pos_embed):
+    return torch.cat([cls_token.expand(len(patches), -1, -1), patches], dim=1) + pos_embed
+
+
+TOKEN_MISTAKES = [  # (name, wrong build_tokens, regex naming the mistake)
+    ("E not applied", not_projected, "the patches are not projected"),
+    ("class token appended", appended, "appended at the end; it must be prepended"),
+    ("pos_embed not added", pos_not_added, "pos_embed is not added"),
+    ("pos_embed concatenated on the width", pos_concatenated, "concatenated to the tokens; eq. 1 ADDS"),
+    ("pos_embed concatenated on the tokens", pos_concatenated_on_tokens, "concatenated along the token axis"),
+    ("no position for the class token", no_cls_position, r"class token got no position entry: pos_embed has N \+ 1"),
+    ("positions shifted", shifted_positions, r"pos_embed\[:, :N\] shifts every patch"),
+    ("class token not expanded", cls_not_expanded, r"not expanded over the batch; use cls_token.expand\(B, -1, -1\)"),
+    ("E transposed", E_transposed, "projection is patches @ E"),
+    ("E @ patches", E_first, "projection is patches @ E"),
+    ("no class token", no_cls_token, "class token is missing"),
+    ("torch.cat on the width", cat_on_width, r"along the token axis: torch.cat\(\[cls, tokens\], dim=1\)"),
+    ("torch.stack", stacked, "torch.stack puts tensors on a new axis"),
+    ("pos_embed added before the class token", pos_before_cls, "add it after prepending the class token"),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", TOKEN_MISTAKES, ids=[m[0] for m in TOKEN_MISTAKES])
+def test_check_token_sequence_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_token_sequence(wrong)
+
+
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (appended, "appended at the end; it must be prepended"),
-        (pos_not_added, "pos_embed is not added"),
-        (pos_concatenated, "concatenated to the tokens; eq. 1 ADDS"),
-        (pos_concatenated_on_tokens, "concatenated along the token axis"),
-        (no_cls_position, "class token got no position entry"),
-        (shifted_positions, r"pos_embed\[:, :N\] shifts every patch"),
-        (cls_not_expanded, r"not expanded over the batch; use cls_token.expand\(B, -1, -1\)"),
-        (E_transposed, "projection is patches @ E"),
-        (no_cls_token, "class token is missing"),
-        (lambda *args: right_tokens(*args) * 1.01, "max difference"),
+        (lambda *args: right_tokens(*args) * 1.01, "^values differ .* max difference"),
         (lambda *args: right_tokens(*args).tolist(), "expected a torch.Tensor"),
+        (lambda *args: right_tokens(*args).double(), "expected a float32 tensor, got float64"),
     ],
 )
-def test_check_token_sequence_names_the_mistake(wrong, words):
+def test_check_token_sequence_is_neutral_when_it_cannot_tell(wrong, words):
     with pytest.raises(CheckFailed, match=words):
         check_token_sequence(wrong)
 
@@ -90,13 +128,17 @@ def test_check_token_sequence_passes_the_reference(capsys):
 # ---- check_sincos_2d ------------------------------------------------------------------------
 
 
-def sincos_by_hand(rows, cols, D, swap_axes=False, order="sin-cos", exponent=None, cls_row=True):
+def sincos_by_hand(
+    rows, cols, D, swap_axes=False, order="sin-cos", exponent=None, cls_row=True, temperature=10000, start=0, xy=False
+):
     """A 2-D table written independently of the checker, with switchable mistakes."""
     q = D // 4
     exponent = exponent or (lambda i: i / q)
-    omega = 1.0 / 10000 ** exponent(torch.arange(q, dtype=torch.float64))
-    row = torch.arange(rows).repeat_interleave(cols).double()
-    col = torch.arange(cols).repeat(rows).double()
+    omega = 1.0 / temperature ** exponent(torch.arange(q, dtype=torch.float64))
+    indexing = "xy" if xy else "ij"  # "xy" lists the positions column by column
+    row, col = (
+        a.flatten().double() + start for a in torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing=indexing)
+    )
 
     def code(pos):
         a = pos[:, None] * omega
@@ -116,39 +158,93 @@ def test_sincos_by_hand_is_the_reference():
     torch.testing.assert_close(sincos_by_hand(3, 5, 16), sincos_pos_embed_2d((3, 5), 16), atol=1e-6, rtol=0)
 
 
+SINCOS_MISTAKES = [  # (name, wrong sincos_2d, regex naming the mistake)
+    (
+        "rows and columns swapped",
+        lambda r, c, D: sincos_by_hand(r, c, D, swap_axes=True),
+        "rows and columns are swapped",
+    ),
+    ("cos before sin", lambda r, c, D: sincos_by_hand(r, c, D, order="cos-sin"), "sin and cos are swapped"),
+    ("interleaved", lambda r, c, D: sincos_by_hand(r, c, D, order="interleaved"), "interleaved"),
+    ("1-D exponent 2i/D", lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: 2 * i / D), "full width D"),
+    ("exponent i/D", lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: i / D), r"1/10000\^\(i/D\)"),
+    ("not inverted", lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: -i / (D // 4)), "not inverted"),
+    ("index from 1", lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: (i + 1) / (D // 4)), "starts at 1"),
+    (
+        "exponent over D/4 - 1",
+        lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: i / (D // 4 - 1)),
+        "divided by D/4 - 1",
+    ),
+    (
+        "temperature 1000",
+        lambda r, c, D: sincos_by_hand(r, c, D, temperature=1000),
+        "temperature of 1000; it must be 10000",
+    ),
+    ("temperature 10e4", lambda r, c, D: sincos_by_hand(r, c, D, temperature=10e4), r"temperature of 1e\+05"),
+    ("positions from 1", lambda r, c, D: sincos_by_hand(r, c, D, start=1), "positions start at 1"),
+    ("column-major positions", lambda r, c, D: sincos_by_hand(r, c, D, xy=True), "column-major"),
+    (
+        "rows and columns swapped + cos before sin",
+        lambda r, c, D: sincos_by_hand(r, c, D, swap_axes=True, order="cos-sin"),
+        "rows and columns are swapped.*sin and cos are swapped",
+    ),
+    (
+        "column-major positions + interleaved",
+        lambda r, c, D: sincos_by_hand(r, c, D, xy=True, order="interleaved"),
+        "column-major.*interleaved",
+    ),
+    ("class token row missing", lambda r, c, D: sincos_by_hand(r, c, D, cls_row=False), "class token's row is missing"),
+    ("batch axis missing", lambda r, c, D: sincos_by_hand(r, c, D)[0], "batch axis is missing"),
+    (
+        "class token row last",
+        lambda r, c, D: torch.cat([sincos_by_hand(r, c, D, cls_row=False), torch.zeros(1, 1, D)], 1),
+        "zero row must come FIRST",
+    ),
+    (
+        "class token row of ones",
+        lambda r, c, D: torch.cat([torch.ones(1, 1, D), sincos_by_hand(r, c, D, cls_row=False)], 1),
+        r"must be all zeros .*; the patch rows are right",
+    ),
+    ("one axis coded", lambda r, c, D: sincos_by_hand(r, c, D)[..., : D // 2], "only one axis is coded"),
+    (
+        "D/2 frequencies per axis",
+        lambda r, c, D: sincos_by_hand(r, c, 2 * D, exponent=lambda i: i / (D // 4)),
+        "too wide: you made D/2 frequencies per axis",
+    ),
+    ("float64 kept", lambda r, c, D: sincos_by_hand(r, c, D).double(), "expected a float32 tensor, got float64"),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", SINCOS_MISTAKES, ids=[m[0] for m in SINCOS_MISTAKES])
+def test_check_sincos_2d_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_sincos_2d(wrong)
+
+
+NAMED_SINCOS = (
+    "swapped|interleaved|full width|not inverted|starts at 1|divided by D/4 - 1|temperature|positions start|column"
+)
+
+
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (lambda r, c, D: sincos_by_hand(r, c, D, swap_axes=True), "rows and columns are swapped"),
-        (lambda r, c, D: sincos_by_hand(r, c, D, order="cos-sin"), "sin and cos are swapped"),
-        (lambda r, c, D: sincos_by_hand(r, c, D, order="interleaved"), "interleaved"),
-        (lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: 2 * i / D), "full width D"),
-        (lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: i / D), r"1/10000\^\(i/D\)"),
-        (lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: -i / (D // 4)), "not inverted"),
-        (lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: (i + 1) / (D // 4)), "starts at 1"),
-        (lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: i / (D // 4 - 1)), "D/4 - 1"),
-        (lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: i / (3 * D)), "frequencies are wrong"),
         (
-            lambda r, c, D: sincos_by_hand(r, c, D, swap_axes=True, order="cos-sin"),
-            "rows and columns are swapped.*sin and cos are swapped",
+            lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: i / (3 * D)),
+            r"frequencies are wrong: yours are 1/10000\^\(i/\(3 D\)\)",
         ),
-        (lambda r, c, D: sincos_by_hand(r, c, D, cls_row=False), "class token's row is missing"),
-        (lambda r, c, D: sincos_by_hand(r, c, D)[0], "batch axis is missing"),
-        (
-            lambda r, c, D: torch.cat([sincos_by_hand(r, c, D, cls_row=False), torch.zeros(1, 1, D)], 1),
-            "zero row must come FIRST",
-        ),
-        (
-            lambda r, c, D: torch.cat([torch.ones(1, 1, D), sincos_by_hand(r, c, D, cls_row=False)], 1),
-            r"must be all zeros .*; the patch rows are right",
-        ),
-        (lambda r, c, D: sincos_by_hand(r, c, D)[..., : D // 2], "only one axis is coded"),
+        (lambda r, c, D: sincos_by_hand(r, c, D) * 0.5, "^values differ"),
         (lambda r, c, D: torch.rand(1, r * c + 1, D), "max difference"),
+        (  # positions 0 .. 1 instead of 0, 1, 2, ...: the same angles as other frequencies
+            lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: i / (D // 4) + math.log(max(r, c), 10000)),
+            "frequencies are wrong.*positions are scaled",
+        ),
     ],
 )
-def test_check_sincos_2d_names_the_mistake(wrong, words):
-    with pytest.raises(CheckFailed, match=words):
+def test_check_sincos_2d_is_neutral_when_it_cannot_tell(wrong, words):
+    with pytest.raises(CheckFailed, match=words) as failure:
         check_sincos_2d(wrong)
+    assert not re.search(NAMED_SINCOS, str(failure.value))
 
 
 def test_check_sincos_2d_passes_the_reference(capsys):
@@ -193,43 +289,86 @@ def resize_by_hand(pos_embed, old, new, reshape="right", back="right", **options
         image = grid.reshape(1, r, c, D).permute(0, 3, 1, 2)
     elif reshape == "straight":
         image = grid.reshape(1, D, r, c)
+    elif reshape == "permuted":
+        image = grid.reshape(1, r, c, D).permute(0, 3, 2, 1)  # (1, D, c, r)
     else:  # swapped
         image = grid.reshape(1, c, r, D).permute(0, 3, 2, 1)
     settings = dict(mode="bicubic", align_corners=False, antialias=True) | options
     image = F.interpolate(image, size=(nr, nc), **settings)
-    grid = image.permute(0, 2, 3, 1).reshape(1, nr * nc, D) if back == "right" else image.reshape(1, nr * nc, D)
+    if back == "right":
+        grid = image.permute(0, 2, 3, 1).reshape(1, nr * nc, D)
+    elif back == "permuted":
+        grid = image.permute(0, 3, 2, 1).reshape(1, nr * nc, D)
+    else:
+        grid = image.reshape(1, nr * nc, D)
     return torch.cat([cls, grid], dim=1)
 
 
-@pytest.mark.parametrize(
-    "wrong, words",
-    [
-        (lambda p, o, n: resize_by_hand(p, o, n, reshape="straight"), "straight to \\(1, D, rows, cols\\)"),
-        (lambda p, o, n: resize_by_hand(p, o, n, back="straight"), "permute\\(0, 2, 3, 1\\)"),
-        (lambda p, o, n: resize_by_hand(p, o, n, reshape="swapped"), "rows and columns are swapped"),
-        (lambda p, o, n: resize_by_hand(p, o, n, mode="bilinear", antialias=False), "not 'bilinear'"),
-        (lambda p, o, n: resize_by_hand(p, o, n, antialias=False), "antialias=True"),
-        (lambda p, o, n: resize_by_hand(p, o, n, align_corners=True), "align_corners=False"),
-        (lambda p, o, n: resize_by_hand(p, o, n)[:, 1:], "class token's entry is missing"),
-        (lambda p, o, n: resize_by_hand(p, o, n) * 1.5, "class token's entry changed"),
-        (
-            lambda p, o, n: F.interpolate(
-                p[:, 1:].reshape(1, *o, -1).permute(0, 3, 1, 2), size=n, mode="bicubic", antialias=True
-            ),
-            "bring the grid back to a sequence",
+RESIZE_MISTAKES = [  # (name, wrong resize, regex naming the mistake)
+    (
+        "reshaped straight to an image",
+        lambda p, o, n: resize_by_hand(p, o, n, reshape="straight"),
+        r"straight to \(1, D",
+    ),
+    (
+        "reshaped straight back",
+        lambda p, o, n: resize_by_hand(p, o, n, back="straight"),
+        "after interpolating you reshaped",
+    ),
+    (
+        "grid read as (cols, rows)",
+        lambda p, o, n: resize_by_hand(p, o, n, reshape="swapped"),
+        "rows and columns are swapped",
+    ),
+    (
+        "permute(0, 3, 2, 1) in",
+        lambda p, o, n: resize_by_hand(p, o, n, reshape="permuted"),
+        "rows and columns are swapped",
+    ),
+    (
+        "permute(0, 3, 2, 1) in and out",
+        lambda p, o, n: resize_by_hand(p, o, n, reshape="permuted", back="permuted"),
+        "rows and columns are swapped",
+    ),
+    ("size (cols, rows)", lambda p, o, n: resize_by_hand(p, o, n[::-1]), "rows and columns are swapped"),
+    ("bilinear", lambda p, o, n: resize_by_hand(p, o, n, mode="bilinear", antialias=False), "not 'bilinear'"),
+    (
+        "nearest",
+        lambda p, o, n: resize_by_hand(p, o, n, mode="nearest", align_corners=None, antialias=False),
+        "nearest",
+    ),
+    ("no antialias", lambda p, o, n: resize_by_hand(p, o, n, antialias=False), "antialias=True"),
+    ("align_corners=True", lambda p, o, n: resize_by_hand(p, o, n, align_corners=True), "align_corners=False"),
+    ("class entry dropped", lambda p, o, n: resize_by_hand(p, o, n)[:, 1:], "class token's entry is missing"),
+    ("everything scaled", lambda p, o, n: resize_by_hand(p, o, n) * 1.5, "class token's entry changed"),
+    (
+        "class entry last",
+        lambda p, o, n: torch.cat([resize_by_hand(p, o, n)[:, 1:], p[:, :1]], 1),
+        "class token's entry must come first",
+    ),
+    (
+        "grid not back to a sequence",
+        lambda p, o, n: F.interpolate(
+            p[:, 1:].reshape(1, *o, -1).permute(0, 3, 1, 2), size=n, mode="bicubic", antialias=True
         ),
-        (
-            lambda p, o, n: (
-                resize_by_hand(p, o, n)
-                + torch.cat([torch.zeros(1, 1, p.shape[-1]), torch.full((1, n[0] * n[1], p.shape[-1]), 0.1)], 1)
-            ),
-            "max difference",
-        ),
-    ],
-)
-def test_check_resize_pos_embed_names_the_mistake(wrong, words):
+        "bring the grid back to a sequence",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", RESIZE_MISTAKES, ids=[m[0] for m in RESIZE_MISTAKES])
+def test_check_resize_pos_embed_names_the_mistake(name, wrong, words):
     with pytest.raises(CheckFailed, match=words):
         check_resize_pos_embed(wrong)
+
+
+def test_check_resize_pos_embed_is_neutral_when_it_cannot_tell():
+    def shifted(p, o, n):
+        D = p.shape[-1]
+        return resize_by_hand(p, o, n) + torch.cat([torch.zeros(1, 1, D), torch.full((1, n[0] * n[1], D), 0.1)], 1)
+
+    with pytest.raises(CheckFailed, match="^values differ .* max difference"):
+        check_resize_pos_embed(shifted)
 
 
 def test_check_resize_pos_embed_passes_the_reference(capsys):
@@ -244,3 +383,59 @@ def test_a_last_bit_difference_still_counts_as_exact(capsys):
     assert re.search(r": (exact|approximate \(max difference [0-9.e+-]+\))$", capsys.readouterr().out.strip())
     check_resize_pos_embed(lambda p, o, n: resize_pos_embed(p, o, n) + 5e-6)
     assert "approximate (max difference 5.0e-06)" in capsys.readouterr().out
+
+
+# ---- a right tensor spoiled: the dtype, NaN, autograd ------------------------------------------
+
+REFERENCES = [
+    (check_token_sequence, right_tokens),
+    (check_sincos_2d, lambda r, c, D: sincos_pos_embed_2d((r, c), D)),
+    (check_resize_pos_embed, resize_pos_embed),
+]
+SPOILED = [  # (how the right tensor is spoiled, the words for it)
+    (lambda t: t.long(), "expected a float32 tensor, got int64"),
+    (lambda t: t.double(), r"expected a float32 tensor, got float64 .*\.float\(\)"),
+    (lambda t: t > 0.5, "expected a float32 tensor, got bool"),
+    (lambda t: t * float("nan"), "values are NaN"),
+]
+
+
+@pytest.mark.parametrize("checker, reference", REFERENCES, ids=["tokens", "sincos", "resize"])
+@pytest.mark.parametrize("spoil, words", SPOILED, ids=["int64", "float64", "bool", "NaN"])
+def test_a_spoiled_result_is_named(checker, reference, spoil, words):
+    with pytest.raises(CheckFailed, match=words):
+        checker(lambda *args: spoil(reference(*args)))
+
+
+@pytest.mark.parametrize("checker, reference", REFERENCES, ids=["tokens", "sincos", "resize"])
+def test_a_result_that_needs_grad_passes(checker, reference, capsys):
+    checker(lambda *args: reference(*args).detach().requires_grad_())
+    assert "✓" in capsys.readouterr().out
+
+
+def named_mistakes(checker, mistakes) -> list[str]:
+    """Each mistake's message; asserts that it names that mistake (its regex) and no other one (the
+    regex of another mistake, unless that one is part of it: 'A + B' may name A and B)."""
+    messages = []
+    for name, wrong, words in mistakes:
+        with pytest.raises(CheckFailed, match=words) as failure:
+            checker(wrong)
+        parts = name.split(" + ")
+        others = [other for other, _, regex in mistakes if regex != words and other not in parts]
+        misnamed = [other for other, _, regex in mistakes if other in others and re.search(regex, str(failure.value))]
+        assert not misnamed, f"{name!r} is named as {misnamed}: {failure.value}"
+        messages.append(str(failure.value))
+    return messages
+
+
+@pytest.mark.parametrize(
+    "checker, mistakes",
+    [
+        (check_token_sequence, TOKEN_MISTAKES),
+        (check_sincos_2d, SINCOS_MISTAKES),
+        (check_resize_pos_embed, RESIZE_MISTAKES),
+    ],
+    ids=["build_tokens", "sincos_2d", "resize"],
+)
+def test_no_mistake_is_named_as_another(checker, mistakes):
+    assert len(named_mistakes(checker, mistakes)) == len(mistakes)

@@ -1,17 +1,39 @@
-"""Lesson 5's checkers pass the reference and name each typical mistake in words."""
+"""Lesson 5's checkers pass the reference, name each typical mistake in words, and turn whatever
+else comes back into a failure that says what came."""
+
+import math
+import re
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from utils import ViTConfig
 from utils.checks.core import CheckFailed
 from utils.checks.encoder import (
     COUNT_CASES,
+    COUNT_MISTAKES,
     check_count_vit_parameters,
     check_encoder_block,
+    parameter_count,
     reference_parameter_count,
 )
+
+
+def assert_each_named_as_itself(mistakes, checker):
+    """Each typical mistake's words match its own failure, and no other mistake's unless the two
+    cannot be told apart (the same message)."""
+    messages = []
+    for learner, words in mistakes:
+        with pytest.raises(CheckFailed, match=words) as failure:
+            checker(learner)
+        messages.append(str(failure.value))
+    for i, (_, words) in enumerate(mistakes):
+        others = [j for j, other in enumerate(messages) if other != messages[i] and re.search(words, other)]
+        assert not others, f"the words for mistake {i} also match mistake(s) {others}"
+
 
 # ---- the encoder block -------------------------------------------------------------------
 
@@ -35,6 +57,15 @@ def no_residual(x, norm1, attn, norm2, mlp):
     return mlp(norm2(attn(norm1(x))))
 
 
+def one_residual_around_the_block(x, norm1, attn, norm2, mlp):
+    return x + mlp(norm2(attn(norm1(x))))
+
+
+def mlp_residual_adds_the_input(x, norm1, attn, norm2, mlp):
+    h = x + attn(norm1(x))
+    return x + mlp(norm2(h))
+
+
 def post_norm_block(x, norm1, attn, norm2, mlp):
     x = norm1(x + attn(x))
     return norm2(x + mlp(x))
@@ -42,6 +73,18 @@ def post_norm_block(x, norm1, attn, norm2, mlp):
 
 def swapped_norms(x, norm1, attn, norm2, mlp):
     return pre_norm_block(x, norm2, attn, norm1, mlp)
+
+
+def norm1_twice(x, norm1, attn, norm2, mlp):
+    return pre_norm_block(x, norm1, attn, norm1, mlp)
+
+
+def norm2_twice(x, norm1, attn, norm2, mlp):
+    return pre_norm_block(x, norm2, attn, norm2, mlp)
+
+
+def parallel_block(x, norm1, attn, norm2, mlp):
+    return x + attn(norm1(x)) + mlp(norm2(x))
 
 
 def mlp_first(x, norm1, attn, norm2, mlp):
@@ -60,37 +103,124 @@ def normed_residual(x, norm1, attn, norm2, mlp):
     return x + mlp(norm2(x))
 
 
+def normed_residuals(x, norm1, attn, norm2, mlp):
+    x = norm1(x)
+    x = x + attn(x)
+    x = norm2(x)
+    return x + mlp(x)
+
+
+def normed_mlp_residual(x, norm1, attn, norm2, mlp):
+    x = x + attn(norm1(x))
+    x = norm2(x)
+    return x + mlp(x)
+
+
 def norms_on_outputs(x, norm1, attn, norm2, mlp):
     x = x + norm1(attn(x))
     return x + norm2(mlp(x))
 
 
+def no_norm1(x, norm1, attn, norm2, mlp):
+    x = x + attn(x)
+    return x + mlp(norm2(x))
+
+
+def no_norm2(x, norm1, attn, norm2, mlp):
+    x = x + attn(norm1(x))
+    return x + mlp(x)
+
+
+def no_norms(x, norm1, attn, norm2, mlp):
+    x = x + attn(x)
+    return x + mlp(x)
+
+
+def attention_half_only(x, norm1, attn, norm2, mlp):
+    return x + attn(norm1(x))
+
+
+def attn_as_a_tuple(x, norm1, attn, norm2, mlp):
+    x = x + attn(norm1(x))[0]  # as if attn returned (out, weights)
+    return x + mlp(norm2(x))
+
+
+def dropout_in_eval(x, norm1, attn, norm2, mlp):
+    x = x + F.dropout(attn(norm1(x)), p=0.1)
+    return x + F.dropout(mlp(norm2(x)), p=0.1)
+
+
+def attn_called_like_torch(x, norm1, attn, norm2, mlp):
+    h = norm1(x)
+    x = x + attn(h, h, h)[0]  # nn.MultiheadAttention's (query, key, value)
+    return x + mlp(norm2(x))
+
+
+BLOCK_MISTAKES = [  # the typical wrong blocks, and the words that name each mistake
+    (no_attention_residual, "forgot the residual connection around attention"),
+    (no_mlp_residual, "forgot the residual connection around the MLP"),
+    (no_residual, "forgot both residual connections"),
+    (one_residual_around_the_block, "one residual connection around the whole block"),
+    (mlp_residual_adds_the_input, "the MLP's residual adds the block's input x"),
+    (post_norm_block, "post-norm order"),
+    (swapped_norms, "norm1 and norm2 are swapped"),
+    (norm1_twice, "you used norm1 before the MLP too"),
+    (norm2_twice, "you used norm2 before attention too"),
+    (parallel_block, r"attention and the MLP both read the block's input x \(a parallel block\)"),
+    (mlp_first, "MLP ran before attention: a block first"),
+    (mlp_first_norms_in_order, r"MLP ran before attention \(each with the other's norm\)"),
+    (normed_residual, "^the residual adds the normalised tokens"),
+    (normed_residuals, r"the residuals add the normalised tokens \(x = norm\(x\) replaced the raw tokens\)"),
+    (normed_mlp_residual, "the MLP's residual adds the normalised tokens"),
+    (norms_on_outputs, "norms sit on the sub-layers' outputs"),
+    (no_norm1, "norm1 is missing"),
+    (no_norm2, "norm2 is missing"),
+    (no_norms, "both norms are missing"),
+    (attention_half_only, "the MLP half is missing"),
+    (lambda x, norm1, attn, norm2, mlp: x, "your block returns the tokens unchanged"),
+    (attn_as_a_tuple, r"attn returns the new tokens \(B, T, D\), not a tuple"),
+    (dropout_in_eval, "another result each time on the same tokens .* is there a dropout"),
+    (attn_called_like_torch, r"your function raised WrongTypeError .*: attn takes the normalised tokens only"),
+]
+
+
+@pytest.mark.parametrize("wrong, words", BLOCK_MISTAKES)
+def test_check_encoder_block_names_the_mistake(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_encoder_block(wrong)
+
+
+def test_no_block_mistake_is_named_as_another():
+    assert_each_named_as_itself(BLOCK_MISTAKES, check_encoder_block)
+
+
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (no_attention_residual, "forgot the residual connection around attention"),
-        (no_mlp_residual, "forgot the residual connection around the MLP"),
-        (no_residual, "forgot both residual connections"),
-        (post_norm_block, "post-norm order"),
-        (swapped_norms, "norm1 and norm2 are swapped"),
-        (mlp_first, "MLP ran before attention"),
-        (mlp_first_norms_in_order, "MLP ran before attention"),
-        (normed_residual, "residual adds the normalised tokens"),
-        (norms_on_outputs, "norms sit on the sub-layers' outputs"),
         (lambda *args: pre_norm_block(*args)[:, 0], r"expected shape .* \(B, T, D\)"),
         (lambda *args: pre_norm_block(*args) * 1.01, "max difference"),
         (lambda x, *modules: x.view(-1, 7, 3, 5), "your function raised RuntimeError"),
         (lambda *args: pre_norm_block(*args).tolist(), "expected a torch.Tensor"),
+        (lambda *args: None, "expected a torch.Tensor, got None"),
+        (lambda *args: 1.0, "expected a torch.Tensor, got float"),
+        (lambda x, norm1, attn, norm2, mlp: attn, "expected a torch.Tensor, got MultiHeadSelfAttention"),
+        (lambda *args: pre_norm_block(*args).long(), r"expected a float32 tensor, got int64 for tokens"),
+        (lambda *args: pre_norm_block(*args) > 0, r"expected a float32 tensor, got bool"),
+        (lambda *args: pre_norm_block(*args).double(), r"expected a float32 tensor, got float64"),
+        (lambda *args: pre_norm_block(*args) / 0 * 0, r"^160 of 160 values are NaN for tokens"),
+        (lambda *args: pre_norm_block(*args) + math.inf, r"values are infinite"),
     ],
 )
-def test_check_encoder_block_names_the_mistake(wrong, words):
+def test_check_encoder_block_says_what_came(wrong, words):
     with pytest.raises(CheckFailed, match=words):
         check_encoder_block(wrong)
 
 
 def test_check_encoder_block_passes_the_reference(capsys):
     check_encoder_block(pre_norm_block)
-    assert "exact" in capsys.readouterr().out
+    check_encoder_block(lambda *args: pre_norm_block(*args).requires_grad_())
+    check_encoder_block(lambda x, norm1, attn, norm2, mlp: F.dropout(pre_norm_block(x, norm1, attn, norm2, mlp), 0.0))
+    assert capsys.readouterr().out.count("✓ encoder_block matches utils.EncoderBlock on 3 random blocks: exact") == 3
 
 
 # ---- counting parameters -----------------------------------------------------------------
@@ -100,65 +230,125 @@ def count(
     config,
     biases=True,
     norm_biases=True,
+    conv_bias=True,
     cls=True,
+    cls_row=True,
     pos=True,
     final_norm=True,
     qkv=3,
+    qkv_bias_always=False,
+    qkv_bias_never=False,
+    proj=True,
     head=True,
+    head_bias=True,
     mean_cls=False,
     sincos_pos=False,
-    qkv_bias_always=False,
+    none_pos=False,
     norms_per_block=2,
+    mlp_ratio=None,
+    in_channels=None,
+    depth=None,
+    square=False,
 ):
-    """The parameter count of a ViTConfig, with switches that make the typical mistakes."""
-    D, C, P, K = config.embed_dim, config.in_channels, config.patch_size, config.num_classes
-    H = int(D * config.mlp_ratio)
+    """The parameter count of a ViTConfig as a learner writes it, with switches that make the typical
+    mistakes (mlp_ratio, in_channels, depth: a fixed value used whatever the config says; square:
+    (image_size // P) ** 2 patches)."""
+    D, P, K = config.embed_dim, config.patch_size, config.num_classes
+    C = in_channels or config.in_channels
+    H = int(D * (mlp_ratio or config.mlp_ratio))
+    N = (config.image_size // P) ** 2 if square else config.num_patches
     b = 1 if biases else 0
     with_cls = config.pool == "cls" or mean_cls
-    total = C * P * P * D + b * D  # patch embedding
+    total = C * P * P * D + (b * D if conv_bias else 0)  # patch embedding
     total += D if cls and with_cls else 0  # class token
-    if pos and (config.pos_embed == "learned" or (sincos_pos and config.pos_embed == "sincos")):
-        total += (config.num_patches + with_cls) * D  # position table
-    qkv_bias = b * (config.qkv_bias or qkv_bias_always)
-    block = qkv * D * D + qkv_bias * qkv * D + D * D + b * D  # attention: qkv, proj
+    counted = {"learned": pos, "sincos": sincos_pos, "none": none_pos}[config.pos_embed]
+    total += (N + (with_cls and cls_row)) * D if counted else 0  # position table
+    qkv_bias = b * (config.qkv_bias or qkv_bias_always) * (not qkv_bias_never)
+    block = qkv * D * D + qkv_bias * qkv * D + (D * D + b * D if proj else 0)  # attention: qkv, proj
     block += D * H + b * H + H * D + b * D  # MLP: fc1, fc2
     block += norms_per_block * (D + (D if norm_biases else 0))  # norm1, norm2
-    total += config.depth * block
+    total += (depth or config.depth) * block
     total += (D + (D if norm_biases else 0)) if final_norm else 0
-    total += D * K + b * K if head else 0
+    total += D * K + (b * K if head_bias else 0) if head else 0
     return total
 
 
-def test_the_count_helper_is_right_on_every_case():
+def test_the_count_helpers_are_right_on_every_case():
     for config in COUNT_CASES:
         assert count(config) == reference_parameter_count(config), config
+        assert parameter_count(config) == reference_parameter_count(config), config
+
+
+def test_the_cases_include_a_rectangular_image_and_every_pos_embed():
+    assert any(isinstance(config.image_size, tuple) for config in COUNT_CASES)
+    assert {config.pos_embed for config in COUNT_CASES} == {"learned", "sincos", "none"}
+    assert {config.pool for config in COUNT_CASES} == {"cls", "mean"}
 
 
 def test_vit_b16_has_86_567_656_parameters():
     assert reference_parameter_count(ViTConfig.vit_b16()) == 86_567_656
 
 
-@pytest.mark.parametrize(
-    "mistake, words",
-    [
-        (dict(biases=False, norm_biases=False), r"forgot the biases \(every Linear"),
-        (dict(biases=False), "forgot the biases of the Linear layers"),
-        (dict(norm_biases=False), "forgot the LayerNorms' biases"),
-        (dict(cls=False), "forgot the class token"),
-        (dict(pos=False), "forgot the learned position table"),
-        (dict(cls=False, pos=False), "forgot the class token and the position table"),
-        (dict(final_norm=False), "forgot the final LayerNorm"),
-        (dict(qkv=1), r"counted qkv as D\*D"),
-        (dict(head=False), "forgot the classification head"),
-        (dict(norms_per_block=1), "two LayerNorms"),
-        (dict(mean_cls=True), "pool='mean' has no class token"),
-        (dict(sincos_pos=True), "'sincos' is a fixed table"),
-        (dict(qkv_bias_always=True), "qkv_bias=False"),
-    ],
-)
+def test_every_counting_mistake_changes_some_count():
+    right = [reference_parameter_count(config) for config in COUNT_CASES]
+    for name in COUNT_MISTAKES:
+        assert [parameter_count(config, frozenset([name])) for config in COUNT_CASES] != right, name
+
+
+def height_only(config):
+    """N from the height alone, (H // P) ** 2, as if every image were square."""
+    side = config.image_size[0] if isinstance(config.image_size, tuple) else config.image_size
+    tokens = (side // config.patch_size) ** 2 + (config.pool == "cls")
+    return count(config) + (tokens - config.num_tokens) * config.embed_dim * (config.pos_embed == "learned")
+
+
+COUNT_LEARNERS = [  # (the switches of a learner's count, the words that name the mistake)
+    (dict(biases=False, norm_biases=False), r"forgot the biases \(every Linear"),
+    (dict(biases=False), "forgot the biases of the Linear layers"),
+    (dict(norm_biases=False), "forgot the LayerNorms' biases"),
+    (dict(conv_bias=False), r"you forgot the patch-embedding Conv2d's bias \(D numbers.*the class token or the class "),
+    (dict(cls=False), r"^\S+ for .*: you forgot the class token \(D numbers\) \(the Conv2d's bias or"),
+    (dict(cls_row=False), r"^\S+ for .*\): the position table has a row for the class token too"),
+    (dict(pos=False), r"^\S+ for .*: you forgot the learned position table"),
+    (dict(cls=False, pos=False), "forgot the class token .*; and you forgot the learned position table"),
+    (dict(final_norm=False), "forgot the final LayerNorm"),
+    (dict(norms_per_block=0, final_norm=False), r"you forgot the LayerNorms: two in every block"),
+    (dict(norms_per_block=1), "two LayerNorms"),
+    (dict(qkv=1), r"counted qkv as D\*D"),
+    (dict(qkv_bias_never=True), "you left out qkv's bias"),
+    (dict(qkv_bias_always=True), "qkv_bias=False: the qkv Linear has no bias"),
+    (dict(proj=False), "you forgot attention's output projection"),
+    (dict(head=False), "forgot the classification head"),
+    (dict(head_bias=False), r"you forgot the head's bias \(num_classes numbers\)"),
+    (dict(mean_cls=True), "pool='mean' has no class token"),
+    (dict(sincos_pos=True), r"pos_embed='sincos' is a fixed table \(a buffer, not a parameter\)"),
+    (dict(none_pos=True), "pos_embed='none' has no position table"),
+    (dict(none_pos=True, sincos_pos=True), r"^\S+ for .*\): only pos_embed='learned' has a position table"),
+    (  # the class token's row left out instead gives the same counts: both are offered
+        dict(none_pos=True, sincos_pos=True, cls=False),
+        r"these mistakes give your counts alike: you forgot the class token .*; and only pos_embed='learned'.*; or ",
+    ),
+    (dict(mlp_ratio=4.0), r"you used 4 \* D whatever mlp_ratio is"),
+    (dict(in_channels=3), "you used C = 3 whatever in_channels is"),
+    (dict(depth=1), "you counted one block"),
+    (dict(square=True), r"raised TypeError .*image_size can be a pair \(H, W\): N = \(H // P\) \* \(W // P\)"),
+]
+
+
+@pytest.mark.parametrize("mistake, words", COUNT_LEARNERS)
 def test_check_count_vit_parameters_names_the_mistake(mistake, words):
     with pytest.raises(CheckFailed, match=words):
         check_count_vit_parameters(lambda config: count(config, **mistake))
+
+
+def test_no_counting_mistake_is_named_as_another():
+    learners = [(lambda config, mistake=mistake: count(config, **mistake), words) for mistake, words in COUNT_LEARNERS]
+    assert_each_named_as_itself(learners, check_count_vit_parameters)
+
+
+def test_check_count_vit_parameters_names_a_square_image_assumed():
+    with pytest.raises(CheckFailed, match=r"the image need not be square: image_size can be a pair \(H, W\)"):
+        check_count_vit_parameters(height_only)
 
 
 def test_check_count_vit_parameters_names_qkv_weights_counted_as_d_squared():
@@ -170,21 +360,74 @@ def test_check_count_vit_parameters_names_qkv_weights_counted_as_d_squared():
         check_count_vit_parameters(qkv_weights_d_squared)
 
 
+def test_a_count_short_by_d_lists_the_three_d_sized_candidates():
+    """Short by D on ViT-B/16 and right on the other configs: no single mistake does that, so the
+    checker names no mistake but lists the three D-sized things."""
+
+    def short_on_vit_b16(config):
+        return count(config) - (config.embed_dim if config == ViTConfig.vit_b16() else 0)
+
+    with pytest.raises(CheckFailed) as failure:
+        check_count_vit_parameters(short_on_vit_b16)
+    message = str(failure.value)
+    assert "(off by -768): short by D = 768" in message
+    assert "the class token, its row in the position table and the patch-embedding Conv2d's bias" in message
+
+
+def test_two_mistakes_that_give_the_same_counts_are_both_offered():
+    with pytest.raises(CheckFailed, match="these mistakes give your counts alike: .*; or "):
+        check_count_vit_parameters(lambda config: count(config, norm_biases=False, conv_bias=False))
+
+
 def test_check_count_vit_parameters_reports_an_unknown_error_by_its_size():
-    with pytest.raises(CheckFailed, match=r"off by \+1\b"):
+    with pytest.raises(CheckFailed, match=r"off by \+1\)$"):
         check_count_vit_parameters(lambda config: count(config) + 1)
 
 
 def test_check_count_vit_parameters_passes_the_right_formula(capsys):
     check_count_vit_parameters(count)
-    assert "✓" in capsys.readouterr().out
+    assert "✓ count_vit_parameters matches VisionTransformer on 6 configs, ViT-B/16 included" in capsys.readouterr().out
     check_count_vit_parameters(lambda config: float(count(config)))  # 86567656.0 is fine too
     check_count_vit_parameters(lambda config: np.int64(count(config)))
     check_count_vit_parameters(lambda config: torch.tensor(count(config)))
+    check_count_vit_parameters(lambda config: sum(p.numel() for p in nn.Linear(1, 1).parameters()) * 0 + count(config))
 
 
-def test_check_count_vit_parameters_wants_an_int():
-    with pytest.raises(CheckFailed, match="expected an int"):
-        check_count_vit_parameters(lambda config: f"{count(config):,}")
-    with pytest.raises(CheckFailed, match="your function raised ZeroDivisionError"):
-        check_count_vit_parameters(lambda config: 1 // 0)
+@pytest.mark.parametrize(
+    "learner, words",
+    [
+        (lambda config: f"{count(config):,}", r"^the parameter count must be a whole number, got str '86,567,656' for"),
+        (lambda config: 1 // 0, "your function raised ZeroDivisionError"),
+        (lambda config: None, r"^the parameter count must be a whole number, got None"),
+        (lambda config: True, r"^the parameter count must be a whole number, got bool True"),
+        (lambda config: count(config) + 0.5, r"^the parameter count must be a whole number, got 86567656.5 for"),
+        (lambda config: math.nan, r"^the parameter count must be a whole number, got nan for"),
+        (lambda config: torch.zeros(3), r"^the parameter count must be a whole number, got Tensor .*\(3,\)"),
+        (lambda config: nn.Linear(2, 2), r"^the parameter count must be a whole number, got Linear"),
+    ],
+)
+def test_check_count_vit_parameters_wants_an_int(learner, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_count_vit_parameters(learner)
+
+
+def test_a_crash_after_a_wrong_count_reports_the_wrong_count():
+    def crashes_on_the_pair(config):
+        if isinstance(config.image_size, tuple):
+            raise TypeError("unsupported operand type(s) for //: 'tuple' and 'int'")
+        return count(config, head_bias=False)
+
+    with pytest.raises(CheckFailed, match="you forgot the head's bias"):
+        check_count_vit_parameters(crashes_on_the_pair)
+
+
+def test_a_block_that_changes_its_modules_is_not_called_random():
+    """Each call gets its own copies of the modules: what a learner's block does to them does not
+    make a second call differ, so it is not taken for a dropout."""
+
+    def doubles_norm1(x, norm1, attn, norm2, mlp):
+        norm1.weight.data.mul_(2)
+        return pre_norm_block(x, norm1, attn, norm2, mlp)
+
+    with pytest.raises(CheckFailed, match="^values differ from the reference"):
+        check_encoder_block(doubles_norm1)

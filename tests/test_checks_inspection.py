@@ -2,6 +2,7 @@
 
 import functools
 import math
+import re
 
 import pytest
 import torch
@@ -43,7 +44,8 @@ def test_check_attention_rollout_passes_the_reference_and_equivalents(capsys):
     assert "✓ attention_rollout matches the reference on 5 cases: exact" in capsys.readouterr().out
     check_attention_rollout(einsum_rollout)
     check_attention_rollout(lambda attn: multiplied(per_layer(attn)))
-    assert capsys.readouterr().out.count("✓ attention_rollout") == 2
+    check_attention_rollout(lambda attn: attention_rollout(attn).requires_grad_())  # a tensor needing grad will do
+    assert capsys.readouterr().out.count("✓ attention_rollout") == 3
 
 
 def wrong_cases():
@@ -262,3 +264,72 @@ def test_check_mean_attention_distance_turns_errors_into_failures():
         check_mean_attention_distance(lambda a, g, p: a.view(3, 7))
     with pytest.raises(CheckFailed, match="expected a torch.Tensor"):
         check_mean_attention_distance(lambda a, g, p: mean_attention_distance(a, g, p).tolist())
+
+
+# ---- more mistakes, what came back, and no mistake named as another -----------------------
+
+
+def per_head_rollouts_averaged(attn):
+    """Each head rolled out on its own, the heads averaged at the end."""
+    layers = attn + torch.eye(attn.shape[-1])
+    return multiplied(layers / layers.sum(dim=-1, keepdim=True)).mean(dim=1)
+
+
+ROLLOUT_MISTAKES = [
+    *wrong_cases()[:-1],
+    (lambda a: multiplied(per_layer(a, heads=lambda a: a.amax(dim=2))), r"largest weight over the heads \(.max\)"),
+    (per_head_rollouts_averaged, "you rolled out every head on its own and averaged the heads at the end"),
+    (
+        lambda a: multiplied(per_layer(a, heads=lambda a: a.mean(dim=1))),
+        r"got \(3, 6, 6\) .*you averaged over the images \(dim=1\); average the heads, dim=2",
+    ),
+]
+
+
+def test_no_rollout_mistake_is_named_as_another():
+    assert_each_named_as_itself(ROLLOUT_MISTAKES, check_attention_rollout)
+
+
+def test_no_distance_mistake_is_named_as_another():
+    assert_each_named_as_itself(wrong_distance_cases()[:-1], check_mean_attention_distance)
+
+
+def assert_each_named_as_itself(mistakes, checker):
+    """Each typical mistake's words match its own failure, and no other mistake's unless the two
+    cannot be told apart (the same message)."""
+    messages = []
+    for learner, words in mistakes:
+        with pytest.raises(CheckFailed, match=words) as failure:
+            checker(learner)
+        messages.append(str(failure.value))
+    for i, (_, words) in enumerate(mistakes):
+        others = [j for j, other in enumerate(messages) if other != messages[i] and re.search(words, other)]
+        assert not others, f"the words for mistake {i} also match mistake(s) {others}"
+
+
+GARBAGE = [  # the reference's answer turned into what a learner's function may return instead
+    (lambda t: None, "^expected a torch.Tensor, got None"),
+    (lambda t: 0.5, "^expected a torch.Tensor, got float"),
+    (lambda t: "rollout", "^expected a torch.Tensor, got str"),
+    (lambda t: t.numpy(), "^expected a torch.Tensor, got ndarray"),
+    (lambda t: torch.nn.Linear(2, 2), "^expected a torch.Tensor, got Linear"),
+    (lambda t: t.long(), r"^expected a float32 tensor, got int64 for attn"),
+    (lambda t: t > 0.1, r"^expected a float32 tensor, got bool for attn"),
+    (lambda t: t.double(), r"^expected a float32 tensor, got float64 for attn"),
+    (lambda t: t.half(), r"^expected a float32 tensor, got float16 for attn"),
+    (lambda t: t * float("nan"), r"values are NaN for attn"),
+    (lambda t: t / 0, r"values are (NaN|infinite) for attn"),
+    (lambda t: t.to("meta"), r"got one on meta"),
+]
+
+
+@pytest.mark.parametrize("turn, words", GARBAGE)
+def test_check_attention_rollout_says_what_came(turn, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_attention_rollout(lambda attn: turn(attention_rollout(attn)))
+
+
+@pytest.mark.parametrize("turn, words", GARBAGE)
+def test_check_mean_attention_distance_says_what_came(turn, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_mean_attention_distance(lambda attn, g, p: turn(mean_attention_distance(attn, g, p)))

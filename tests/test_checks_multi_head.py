@@ -1,9 +1,14 @@
-"""Lesson 4's checkers pass the reference and name each typical mistake in words."""
+"""Lesson 4's checkers pass the reference, name each typical mistake in words, and turn whatever
+else comes back into a failure that says what came."""
+
+import math
+import re
 
 import pytest
 import torch
 import torch.nn.functional as F
 from references import randomize_, torch_mha_from
+from torch import nn
 
 from utils import MultiHeadSelfAttention, merge_heads, scaled_dot_product_attention, split_heads
 from utils.checks.core import CheckFailed
@@ -14,30 +19,125 @@ from utils.checks.multi_head import (
     reference_multi_head,
 )
 
+# Each checker gets a learner's function that returns the reference's answer passed through one
+# of these: what comes back is of the wrong kind, and the failure must say what came.
+GARBAGE = [
+    (lambda t: None, "^expected a torch.Tensor, got None"),
+    (lambda t: 0.5, "^expected a torch.Tensor, got float"),
+    (lambda t: "tensor", "^expected a torch.Tensor, got str"),
+    (lambda t: t.tolist(), "^expected a torch.Tensor, got list"),
+    (lambda t: t.numpy(), "^expected a torch.Tensor, got ndarray"),
+    (lambda t: nn.Linear(2, 2), r"^expected a torch.Tensor, got Linear \(a layer\)"),
+    (lambda t: t.long(), r"^expected a float32 tensor, got int64 for x"),
+    (lambda t: t > 0, r"^expected a float32 tensor, got bool for x"),
+    (lambda t: t.double(), r"^expected a float32 tensor, got float64 for x"),
+    (lambda t: t.half(), r"^expected a float32 tensor, got float16 for x"),
+    (lambda t: t.to(torch.complex64), r"^expected a float32 tensor, got complex64 for x"),
+    (lambda t: t * float("nan"), r"NaN"),
+    (lambda t: t.flatten().index_fill(0, torch.tensor([0]), math.inf).reshape(t.shape), r"infinite"),
+    (lambda t: t.to("meta"), r"got one on meta"),
+]
+
+
+def garbage_from(reference):
+    """(learner, words) pairs: the reference's answer turned into each kind of garbage."""
+    return [
+        pytest.param(lambda *args, turn=turn: turn(reference(*args)), words, id=f"garbage{i}")
+        for i, (turn, words) in enumerate(GARBAGE)
+    ]
+
+
 # --- split_heads ---------------------------------------------------------------------------
+
+
+def shape_of(x, num_heads):
+    B, N, D = x.shape
+    return B, N, num_heads, D // num_heads
+
+
+def no_transpose(x, num_heads):
+    return x.reshape(*shape_of(x, num_heads))  # (B, N, heads, head_dim)
+
+
+def straight_to_final_shape(x, num_heads):
+    B, N, h, hd = shape_of(x, num_heads)
+    return x.reshape(B, h, N, hd)
+
+
+def width_cut_head_dim_first(x, num_heads):
+    B, N, h, hd = shape_of(x, num_heads)
+    return x.reshape(B, N, hd, h).transpose(1, 2)
+
+
+def width_cut_head_dim_first_no_transpose(x, num_heads):
+    B, N, h, hd = shape_of(x, num_heads)
+    return x.reshape(B, N, hd, h)
+
+
+def width_cut_head_dim_first_permuted(x, num_heads):
+    B, N, h, hd = shape_of(x, num_heads)
+    return x.reshape(B, N, hd, h).permute(0, 3, 1, 2)
+
+
+def transpose_before_reshape(x, num_heads):
+    B, N, h, hd = shape_of(x, num_heads)
+    return x.transpose(1, 2).reshape(B, h, N, hd)
+
+
+def last_two_axes_swapped(x, num_heads):
+    return no_transpose(x, num_heads).transpose(2, 3)
+
+
+def tokens_last(x, num_heads):
+    return no_transpose(x, num_heads).permute(0, 2, 3, 1)  # (B, heads, head_dim, N)
+
+
+def head_dim_in_front(x, num_heads):
+    return no_transpose(x, num_heads).permute(0, 3, 1, 2)  # (B, head_dim, N, heads)
+
+
+def heads_in_batch(x, num_heads):
+    return split_heads(x, num_heads).flatten(0, 1)
+
+
+def chunks_not_stacked(x, num_heads):
+    return x.chunk(num_heads, dim=-1)
+
+
+SPLIT_MISTAKES = [  # the typical wrong split_heads, and the words that name each mistake
+    (no_transpose, r"expected \(2, 4, 17, 16\), got \(2, 17, 4, 16\) .*did you transpose\?"),
+    (straight_to_final_shape, r"reshaped straight to \(B, heads, N, head_dim\) without a transpose"),
+    (width_cut_head_dim_first, r"^you cut the width as \(head_dim, heads\); cut it as \(heads, head_dim\), so that"),
+    (width_cut_head_dim_first_no_transpose, r"cut the width as \(head_dim, heads\) and did not move the heads"),
+    (width_cut_head_dim_first_permuted, "each head must get one contiguous slice .* takes every 4-th feature"),
+    (transpose_before_reshape, "you transposed before cutting the width"),
+    (last_two_axes_swapped, r"you swapped the last two axes \(transpose\(2, 3\)\)"),
+    (tokens_last, r"got \(2, 4, 16, 17\) .*the last two axes are swapped: \(B, heads, head_dim, N\)"),
+    (head_dim_in_front, "you moved head_dim in front of the tokens"),
+    (heads_in_batch, "folded the heads into the batch"),
+    (
+        chunks_not_stacked,
+        r"got tuple of 4 \(Tensor, .*\) for x .*: if these are the heads' slices, .* torch.stack them along dim 1",
+    ),
+]
+
+
+@pytest.mark.parametrize("wrong, words", SPLIT_MISTAKES)
+def test_check_split_heads_names_the_mistake(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_split_heads(wrong)
 
 
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (
-            lambda x, h: x.reshape(*x.shape[:2], h, -1),
-            r"expected \(2, 4, 17, 16\), got \(2, 17, 4, 16\) .*did you transpose\?",
-        ),
-        (
-            lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1),
-            r"reshaped straight to \(B, heads, N, head_dim\) without a transpose",
-        ),
-        (lambda x, h: x.reshape(*x.shape[:2], -1, h).transpose(1, 2), "heads and head_dim are swapped"),
-        (lambda x, h: x.reshape(*x.shape[:2], -1, h), "heads and head_dim are swapped"),
-        (lambda x, h: x.reshape(*x.shape[:2], -1, h).permute(0, 3, 1, 2), "contiguous slice"),
-        (lambda x, h: split_heads(x, h).flatten(0, 1), "folded the heads into the batch"),
         (lambda x, h: split_heads(x, h).reshape(x.shape[0], h, -1), "right numbers, but not in the shape"),
         (lambda x, h: split_heads(x, h) * 1.01, "max difference"),
         (lambda x, h: x.view(3, 7), "your function raised RuntimeError"),
+        *garbage_from(split_heads),
     ],
 )
-def test_check_split_heads_names_the_mistake(wrong, words):
+def test_check_split_heads_says_what_came(wrong, words):
     with pytest.raises(CheckFailed, match=words):
         check_split_heads(wrong)
 
@@ -45,7 +145,9 @@ def test_check_split_heads_names_the_mistake(wrong, words):
 def test_check_split_heads_passes_the_reference(capsys):
     check_split_heads(split_heads)
     check_split_heads(lambda x, h: x.view(x.shape[0], x.shape[1], h, -1).permute(0, 2, 1, 3))
-    assert capsys.readouterr().out.count("✓ split_heads") == 2
+    check_split_heads(lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1))
+    check_split_heads(lambda x, h: split_heads(x, h).requires_grad_())
+    assert capsys.readouterr().out.count("✓ split_heads matches the reference on 4 inputs: exact") == 4
 
 
 # --- merge_heads ---------------------------------------------------------------------------
@@ -56,19 +158,41 @@ def view_after_transpose(x):
     return x.transpose(1, 2).view(B, N, h * hd)
 
 
+def merged_shape(x):
+    B, h, N, hd = x.shape
+    return B, N, h * hd
+
+
+MERGE_MISTAKES = [  # the typical wrong merge_heads, and the words that name each mistake
+    (lambda x: x.flatten(2), "forgot to transpose back"),
+    (lambda x: x.reshape(merged_shape(x)), r"reshaped to \(B, N, D\) without transposing back"),
+    (lambda x: x.permute(0, 2, 3, 1).flatten(2), "interleaved"),
+    (lambda x: x.transpose(1, 2), "heads are not merged yet"),
+    (view_after_transpose, "use `.reshape`"),
+    (lambda x: x.sum(dim=1), "you added the heads up; merging puts them side by side"),
+    (lambda x: x.mean(dim=1), "you averaged the heads; merging puts them side by side"),
+    (lambda x: x[:, 0], "you kept only head 0"),
+    (lambda x: x.transpose(2, 3).reshape(merged_shape(x)), r"swapped the last two axes \(transpose\(2, 3\)\)"),
+    (lambda x: torch.cat(x.unbind(1), dim=1), r"the heads' tokens are one after the other, \(B, heads \* N"),
+    (lambda x: x.transpose(1, 2).flatten(1), "you flattened the tokens too"),
+]
+
+
+@pytest.mark.parametrize("wrong, words", MERGE_MISTAKES)
+def test_check_merge_heads_names_the_mistake(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_merge_heads(wrong)
+
+
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (lambda x: x.flatten(2), "forgot to transpose back"),
-        (lambda x: x.reshape(x.shape[0], x.shape[2], -1), "reshaped to \\(B, N, D\\) without transposing back"),
-        (lambda x: x.permute(0, 2, 3, 1).flatten(2), "interleaved"),
-        (lambda x: x.transpose(1, 2), "heads are not merged yet"),
         (lambda x: merge_heads(x).transpose(1, 2), "right numbers, but not in the shape"),
-        (view_after_transpose, "use `.reshape`"),
         (lambda x: merge_heads(x) + 0.1, "max difference"),
+        *garbage_from(merge_heads),
     ],
 )
-def test_check_merge_heads_names_the_mistake(wrong, words):
+def test_check_merge_heads_says_what_came(wrong, words):
     with pytest.raises(CheckFailed, match=words):
         check_merge_heads(wrong)
 
@@ -76,7 +200,8 @@ def test_check_merge_heads_names_the_mistake(wrong, words):
 def test_check_merge_heads_passes_the_reference(capsys):
     check_merge_heads(merge_heads)
     check_merge_heads(lambda x: x.permute(0, 2, 1, 3).flatten(2))
-    assert capsys.readouterr().out.count("✓ merge_heads") == 2
+    check_merge_heads(lambda x: torch.cat(x.unbind(1), dim=-1))
+    assert capsys.readouterr().out.count("✓ merge_heads matches the reference on 4 inputs: exact") == 3
 
 
 # --- the whole forward ---------------------------------------------------------------------
@@ -84,37 +209,86 @@ def test_check_merge_heads_passes_the_reference(capsys):
 
 def written_out(x, qkv, proj, num_heads):
     """A correct solution written independently of the checker's reference."""
-    B, N, D = x.shape
     q, k, v = F.linear(x, qkv.weight, qkv.bias).chunk(3, dim=-1)  # each (B, N, D)
     q, k, v = (split_heads(t, num_heads) for t in (q, k, v))  # each (B, heads, N, head_dim)
     out, _ = scaled_dot_product_attention(q, k, v)  # (B, heads, N, head_dim)
     return proj(merge_heads(out))  # (B, N, D)
 
 
+def by_hand(
+    x, qkv, proj, num_heads, scale=None, softmax_dim=-1, kq=False, residual=False, bias=True, heads=None, dropout=0.0
+):
+    """The forward written by hand, with switches for the mistakes."""
+    B, N, D = x.shape
+    h = heads or num_heads
+    hd = D // h
+    t = qkv(x) if bias else x @ qkv.weight.T  # (B, N, 3D)
+    q, k, v = t.reshape(B, N, 3, h, hd).permute(2, 0, 3, 1, 4)  # each (B, heads, N, head_dim)
+    scores = (k @ q.transpose(-2, -1)) if kq else (q @ k.transpose(-2, -1))  # (B, heads, N, N)
+    scores = scores / (math.sqrt(hd) if scale is None else scale(hd))
+    weights = scores if softmax_dim is None else scores.softmax(dim=softmax_dim)
+    weights = F.dropout(weights, dropout) if dropout else weights  # F.dropout drops even here: training=True
+    out = proj((weights @ v).transpose(1, 2).reshape(B, N, D))  # (B, N, D)
+    return x + out if residual else out
+
+
 def wrong(**mistake):
     return lambda x, qkv, proj, h: reference_multi_head(x, qkv, proj, h, **mistake)
+
+
+def mistake(**switches):
+    return lambda x, qkv, proj, h: by_hand(x, qkv, proj, h, **switches)
+
+
+FORWARD_MISTAKES = [  # the typical wrong forwards, and the words that name each mistake
+    (wrong(project=False), "forgot the output projection"),
+    (wrong(scale="none"), r"forgot the scale: divide .* sqrt\(head_dim\) = sqrt\(6\)"),
+    (wrong(scale="D"), r"scaled the scores by sqrt\(D\) = sqrt\(24\)"),
+    (mistake(scale=lambda hd: hd), r"you divided the scores by head_dim = 6; divide by its square root"),
+    (mistake(scale=lambda hd: 1 / math.sqrt(hd)), r"you multiplied the scores by sqrt\(head_dim\)"),
+    (wrong(order=(1, 0, 2)), r"q and k are swapped: .*wrong order \(yours are its \(k, q, v\) parts\)"),
+    (wrong(order=(0, 2, 1)), r"wrong order \(yours are its \(q, v, k\) parts\)"),
+    (wrong(order=(2, 1, 0)), r"wrong order \(yours are its \(v, k, q\) parts\)"),
+    (wrong(split="no_transpose"), "split the heads wrongly: .* without a transpose"),
+    (wrong(split="interleaved"), "split the heads wrongly: .* contiguous slice"),
+    (wrong(split="heads_first"), r"split the heads wrongly: .* not \(B, N, heads, 3, head_dim\)"),
+    (wrong(softmax_dim=-2), "softmax runs over the wrong axis"),
+    (mistake(softmax_dim=1), r"the softmax runs over the heads axis \(dim=1\)"),
+    (mistake(softmax_dim=None), "you forgot the softmax"),
+    (mistake(kq=True), r"q and k are swapped: .*or you computed the scores as k qᵀ"),
+    (wrong(merge="no_transpose"), "merged the heads without transposing back"),
+    (mistake(residual=True), "you added x to the output: the residual connection belongs to the encoder block"),
+    (mistake(bias=False), "you left out qkv's bias"),
+    (mistake(heads=1), r"one head over the whole width .*num_heads = 4 was not used"),
+    (lambda x, qkv, proj, h: split_heads(qkv(x)[..., : x.shape[-1]], h), "these are the heads' outputs"),
+    (mistake(dropout=0.1), r"your attention gives another result each time on the same x .* is there a dropout"),
+    (lambda x, qkv, proj, h: (written_out(x, qkv, proj, h), None), "expected a torch.Tensor, got tuple"),
+]
+
+
+@pytest.mark.parametrize("learner, words", FORWARD_MISTAKES)
+def test_check_multi_head_attention_names_the_mistake(learner, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_multi_head_attention(learner)
 
 
 @pytest.mark.parametrize(
     "learner, words",
     [
-        (wrong(project=False), "forgot the output projection"),
-        (wrong(scale="none"), r"forgot the scale: divide .* sqrt\(head_dim\) = sqrt\(6\)"),
-        (wrong(scale="D"), r"scaled the scores by sqrt\(D\) = sqrt\(24\)"),
-        (wrong(order=(1, 0, 2)), r"wrong order \(yours are its \(k, q, v\) parts\)"),
-        (wrong(order=(0, 2, 1)), r"wrong order \(yours are its \(q, v, k\) parts\)"),
-        (wrong(order=(2, 1, 0)), r"wrong order \(yours are its \(v, k, q\) parts\)"),
-        (wrong(split="no_transpose"), "split the heads wrongly: .* without a transpose"),
-        (wrong(split="interleaved"), "split the heads wrongly: .* contiguous slice"),
-        (wrong(split="heads_first"), r"split the heads wrongly: .* not \(B, N, heads, 3, head_dim\)"),
-        (wrong(softmax_dim=-2), "softmax runs over the wrong axis"),
-        (wrong(merge="no_transpose"), "merged the heads without transposing back"),
         (wrong(project=False, scale="none"), "go through the steps in order"),
-        (lambda x, qkv, proj, h: split_heads(qkv(x)[..., : x.shape[-1]], h), "these are the heads' outputs"),
-        (lambda x, qkv, proj, h: (written_out(x, qkv, proj, h), None), "expected a torch.Tensor, got tuple"),
+        (
+            lambda x, qkv, proj, h: (written_out(x, qkv, proj, h), torch.ones(1)),
+            r"^expected a torch.Tensor, got tuple of 2 \(Tensor, Tensor\) for x .*: "
+            r"return one tensor, the output \(B, N, D\) \(the weights stay inside\)$",
+        ),
+        (
+            lambda x, qkv, proj, h: proj,
+            r"^expected a torch.Tensor, got Linear \(a layer\) for x .*: call it on a tensor",
+        ),
+        *garbage_from(written_out),
     ],
 )
-def test_check_multi_head_attention_names_the_mistake(learner, words):
+def test_check_multi_head_attention_says_what_came(learner, words):
     with pytest.raises(CheckFailed, match=words):
         check_multi_head_attention(learner)
 
@@ -122,7 +296,8 @@ def test_check_multi_head_attention_names_the_mistake(learner, words):
 def test_check_multi_head_attention_passes_a_correct_forward(capsys):
     check_multi_head_attention(written_out)
     check_multi_head_attention(reference_multi_head)
-    assert capsys.readouterr().out.count("✓ multi_head_attention") == 2
+    check_multi_head_attention(by_hand)
+    assert capsys.readouterr().out.count("✓ multi_head_attention") == 3
 
 
 def test_the_mistake_switches_default_to_torch_multihead_attention():
@@ -134,3 +309,41 @@ def test_the_mistake_switches_default_to_torch_multihead_attention():
     # and each switch really changes the output
     for mistake in [dict(scale="none"), dict(split="interleaved"), dict(order=(1, 0, 2)), dict(merge="no_transpose")]:
         assert not torch.allclose(reference_multi_head(x, ours.qkv, ours.proj, 4, **mistake), expected, atol=1e-3)
+
+
+def assert_each_named_as_itself(mistakes, checker):
+    """Each typical mistake's words match its own failure, and no other mistake's unless the two
+    cannot be told apart (the same numbers, the same message)."""
+    messages = []
+    for learner, words in mistakes:
+        with pytest.raises(CheckFailed, match=words) as failure:
+            checker(learner)
+        messages.append(str(failure.value))
+    for i, (_, words) in enumerate(mistakes):
+        others = [j for j, other in enumerate(messages) if other != messages[i] and re.search(words, other)]
+        assert not others, f"the words for mistake {i} also match mistake(s) {others}"
+
+
+@pytest.mark.parametrize(
+    "mistakes, checker",
+    [
+        (SPLIT_MISTAKES, check_split_heads),
+        (MERGE_MISTAKES, check_merge_heads),
+        (FORWARD_MISTAKES, check_multi_head_attention),
+    ],
+    ids=["split_heads", "merge_heads", "multi_head_attention"],
+)
+def test_no_mistake_is_named_as_another(mistakes, checker):
+    assert_each_named_as_itself(mistakes, checker)
+
+
+def test_a_forward_that_changes_its_layers_is_not_called_random():
+    """Each call gets its own copies of qkv and proj: what a learner's forward does to them does not
+    make a second call differ, so it is not taken for a dropout."""
+
+    def doubles_qkv(x, qkv, proj, num_heads):
+        qkv.weight.data.mul_(2)
+        return written_out(x, qkv, proj, num_heads)
+
+    with pytest.raises(CheckFailed, match="^values differ from the reference"):
+        check_multi_head_attention(doubles_qkv)

@@ -1,6 +1,8 @@
 """Lesson 8's checkers pass the reference, accept equivalent answers and name each typical mistake."""
 
 import itertools
+import math
+import re
 
 import numpy as np
 import pytest
@@ -115,7 +117,7 @@ def test_check_convert_layer_names_q_k_v_in_another_order(order, words, kind):
 def wrong_convert_cases():
     cat_dim_1 = lambda parts: torch.cat(parts, dim=1)  # noqa: E731
     return [
-        (changed(attn__qkv__weight=lambda h: qkv(h, join=torch.stack)), r"you used torch.stack"),
+        (changed(attn__qkv__weight=lambda h: qkv(h, join=torch.stack)), r"you used torch.stack.*\(attn.qkv.weight"),
         (changed(attn__qkv__bias=lambda h: qkv(h, "bias", join=torch.stack)), r"you used torch.stack.*qkv.bias"),
         (changed(attn__qkv__weight=lambda h: qkv(h).T), r"your attn.qkv.weight is transposed: nn.Linear"),
         (changed(attn__qkv__weight=lambda h: qkv(h, join=cat_dim_1)), r"concatenated q, k and v along dim 1"),
@@ -366,3 +368,94 @@ def test_check_preprocess_turns_errors_into_failures():
         check_preprocess(lambda p: {}["pixel_values"])
     with pytest.raises(CheckFailed, match="expected a torch.Tensor, got ndarray"):
         check_preprocess(lambda p: preprocess(p).numpy())
+
+
+# ---- more mistakes, what came back, and no mistake named as another -----------------------
+
+
+def assert_each_named_as_itself(mistakes, checker):
+    """Each typical mistake's words match its own failure, and no other mistake's unless the two
+    cannot be told apart (the same message)."""
+    messages = []
+    for learner, words in mistakes:
+        with pytest.raises(CheckFailed, match=words) as failure:
+            checker(learner)
+        messages.append(str(failure.value))
+    for i, (_, words) in enumerate(mistakes):
+        others = [j for j, other in enumerate(messages) if other != messages[i] and re.search(words, other)]
+        assert not others, f"the words for mistake {i} also match mistake(s) {others}"
+
+
+def test_no_convert_mistake_is_named_as_another():
+    assert_each_named_as_itself(wrong_convert_cases()[:-1], check_convert_layer)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (changed(norm1__weight=lambda h: h["layernorm_before.weight"].long()), r"^norm1.weight: expected a float32"),
+        (changed(norm1__bias=lambda h: h["layernorm_before.bias"] > 0), r"^norm1.bias: expected a float32 .*got bool"),
+        (changed(mlp__fc1__bias=lambda h: h["intermediate.dense.bias"] * math.nan), r"^mlp.fc1.bias: .* NaN"),
+        (changed(mlp__fc1__bias=lambda h: h["intermediate.dense.bias"].to("meta")), r"^mlp.fc1.bias: .*on meta"),
+        (changed(mlp__fc1__bias=lambda h: h["intermediate.dense.bias"].numpy()), r"mlp.fc1.bias should be a torch"),
+        (lambda h: None, "^expected a dict that maps the course's names to tensors, got None"),
+    ],
+)
+def test_check_convert_layer_says_what_came(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_convert_layer(wrong)
+
+
+PREPROCESS_MISTAKES = [
+    (lambda p: by_hand(p, scale=1.0), "you did not divide by 255: the pixels go from 0 to 255"),
+    (lambda p: torch.from_numpy(p).permute(2, 0, 1)[None].float(), "your values still go from 0 to 255"),
+    (lambda p: by_hand(p, mean=(0, 0, 0), std=(1, 1, 1)), r"your values are in \[0, 1\], but the model takes"),
+    (
+        lambda p: by_hand(p, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
+        r"torchvision's ImageNet mean .* this ViT was trained with mean 0.5 and std 0.5",
+    ),
+    (lambda p: by_hand(p, divide=False), "you multiplied by the std; divide by it"),
+    (lambda p: by_hand(p, std=(1, 1, 1)), "subtracted the mean but did not divide by the std"),
+    (lambda p: by_hand(p, bgr=True), r"BGR order \(reversed\)"),
+    (lambda p: by_hand(p, scale=256.0), r"you divided by 256 \(or computed x / 128 - 1\)"),
+    (lambda p: torch.from_numpy(p).permute(2, 0, 1)[None].float() / 128 - 1, r"you divided by 256"),
+    (
+        lambda p: (lambda x: (x - x.mean()) / x.std())(by_hand(p, mean=(0, 0, 0), std=(1, 1, 1))),
+        "you standardised the photo with its own mean and std",
+    ),
+    (
+        lambda p: (lambda x: (x - x.mean(dim=(2, 3), keepdim=True)) / x.std(dim=(2, 3), keepdim=True))(
+            by_hand(p, mean=(0, 0, 0), std=(1, 1, 1))
+        ),
+        "you standardised each channel with its own mean and std",
+    ),
+    (lambda p: preprocess(p)[0].permute(1, 2, 0), "the channels are still last"),
+    (lambda p: preprocess(p)[0], "there is no batch dimension"),
+    (lambda p: preprocess(p).transpose(2, 3), "height and width are swapped"),
+    (lambda p: torch.from_numpy(p).permute(2, 0, 1)[None], "it is still the photo's uint8 integers"),
+]
+
+
+@pytest.mark.parametrize("wrong, words", PREPROCESS_MISTAKES)
+def test_check_preprocess_names_each_typical_mistake(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_preprocess(wrong)
+
+
+def test_no_preprocess_mistake_is_named_as_another():
+    assert_each_named_as_itself(PREPROCESS_MISTAKES, check_preprocess)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda p: None, "^expected a torch.Tensor, got None"),
+        (lambda p: preprocess(p) * math.nan, "values are NaN for a photo"),
+        (lambda p: preprocess(p).to("meta"), "got one on meta"),
+        (lambda p: preprocess(p).tolist(), "^expected a torch.Tensor, got list"),
+        (lambda p: preprocess(p) > 0, r"^expected a float32 tensor, got bool"),
+    ],
+)
+def test_check_preprocess_says_what_came(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_preprocess(wrong)

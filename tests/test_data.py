@@ -1,5 +1,10 @@
 """The bundled sample image and the two training sets that ship with the course."""
 
+import itertools
+import math
+import re
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -123,3 +128,158 @@ def test_image_dataset_is_still_importable_from_here():
     import utils.datasets
 
     assert ImageDataset is utils.datasets.ImageDataset
+
+
+# ---- bad input: a clear error with the numbers, never a hang ------------------------------------
+
+from utils.data import _farthest_apart, load_photos, load_relational, shape_mask  # noqa: E402
+
+
+def outcome_within(seconds: float, call):
+    """What `call()` returned or raised, from a daemon thread given `seconds`: a call that used to
+    loop forever fails the test instead of hanging the suite."""
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(call())
+        except Exception as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"still running after {seconds} s: it hangs"
+    return outcome[0]
+
+
+def refused(call, error: type[Exception], match: str, seconds: float = 30):
+    got = outcome_within(seconds, call)
+    assert isinstance(got, error), f"expected {error.__name__}, got {got!r}"
+    assert re.search(match, str(got)), f"{match!r} not in {str(got)!r}"
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [  # these three looped forever: no placement was far enough apart
+        (dict(image_size=8, object_size=7), r"at most 1.4 pixels apart .* images of 8 x 8, less than min_distance=14"),
+        (dict(task="orientation", image_size=20), r"one row or one column .* at most 13.3 pixels apart"),
+        (dict(min_distance=100), r"at most 35.4 pixels apart .* images of 32 x 32, less than min_distance=100"),
+    ],
+)
+def test_make_relational_refuses_placements_that_cannot_exist(options, match):
+    refused(lambda: make_relational(4, **options), ValueError, match)
+
+
+def test_make_relational_gives_up_on_placements_too_rare_to_find():
+    # 35 pixels apart fits (25 * sqrt(2) = 35.36) only with the objects in opposite corners
+    refused(lambda: make_relational(4, min_distance=35), ValueError, r"no place .* in 10000 random tries")
+
+
+@pytest.mark.parametrize("task", ["same_colour", "orientation"])
+def test_the_farthest_placement_is_what_the_sampler_can_reach(task):
+    """Against every distance between two top-left corners that the placement loop accepts, for small images."""
+    for span in range(1, 9):
+        apart = list(itertools.product(range(span), repeat=2))  # (rows, cols) between two corners
+        if task == "orientation":  # both labels must be possible: nearly one row (0), one column (1)
+            reach = [
+                max((math.hypot(r, c) for r, c in apart if min(r, c) <= 3 and (r > c) == label), default=-1.0)
+                for label in (0, 1)
+            ]
+            farthest = min(reach)
+        else:
+            farthest = max(math.hypot(r, c) for r, c in apart)
+        assert math.isclose(_farthest_apart(task, span), farthest), span
+
+
+def test_orientation_images_just_big_enough_are_made():
+    data = outcome_within(30, lambda: make_relational(6, task="orientation", image_size=21))  # 14.3 apart at most
+    assert isinstance(data, ImageDataset) and len(data) == 6
+
+
+@pytest.mark.parametrize(
+    "task, masks, pixel_sum",
+    [
+        ("same_colour", 35044662, 11078.95),
+        ("same_shape", 37422830, 11210.56),
+        ("orientation", 32257862, 10998.48),
+    ],
+)
+def test_relational_images_are_the_ones_made_before_the_checks(task, masks, pixel_sum):
+    """The checks change no valid set: the numbers come from the code before them (the shipped checkpoints and
+    the committed lesson outputs were made from these images)."""
+    data = make_relational(30, task=task, seed=5)
+    where = data.object_masks.flatten(1).nonzero()
+    assert data.labels[:10].tolist() == [1, 1, 0, 0, 0, 1, 0, 0, 0, 1]
+    assert int((where[:, 0] * 1031 + where[:, 1]).sum()) == masks
+    assert math.isclose(data.images.double().sum().item(), pixel_sum, abs_tol=0.01)
+
+
+@pytest.mark.parametrize(
+    "options, error, match",
+    [
+        (dict(num_images=0), ValueError, r"num_images must be a whole number, at least 1, got 0"),
+        (dict(num_images=-3), ValueError, r"num_images .* got -3"),
+        (dict(num_images=2.0), TypeError, r"num_images must be a whole number, got 2.0"),
+        (dict(task="colour"), ValueError, r"unknown task 'colour'; expected one of"),
+        (dict(task=["same_colour"]), TypeError, r"unknown task \['same_colour'\]"),
+        (dict(image_size=0), ValueError, r"image_size must be a whole number of pixels per side, at least 1"),
+        (dict(object_size=0), ValueError, r"object_size must be a whole number of pixels, from 1 to 32, got 0"),
+        (dict(object_size=40), ValueError, r"object_size .* from 1 to 32, got 40"),
+        (dict(task="same_shape", object_size=3, min_distance=5), ValueError, r"object_size .* from 5 to 32, got 3"),
+        (dict(min_distance=5), ValueError, r"min_distance .* or the objects could overlap\), at least 9.9, got 5"),
+        (dict(min_distance=float("nan")), ValueError, r"min_distance .* got nan"),
+        (dict(noise=-1), ValueError, r"noise must be a number \(the background's standard deviation\), at least 0"),
+        (dict(seed=-1), ValueError, r"seed must be a whole number, at least 0, got -1"),
+        (dict(num_images=10**7), ValueError, r"make_relational\(num_images=10000000, image_size=32\) would need"),
+        (dict(num_images=1, image_size=100_000), ValueError, r"GB of memory to draw, more than 2 GB"),
+    ],
+)
+def test_make_relational_names_the_argument_that_is_wrong(options, error, match):
+    options = {"num_images": 4, **options}
+    refused(lambda: make_relational(**options), error, match)
+
+
+def test_load_relational_names_its_own_sizes():
+    refused(lambda: load_relational(0), ValueError, r"train_size must be a whole number, at least 1, got 0")
+    refused(lambda: load_relational(10, test_size=-1), ValueError, r"test_size .* got -1")
+
+
+@pytest.mark.parametrize(
+    "size, error",
+    [(0, ValueError), (-1, ValueError), (10**6, ValueError), (2.5, TypeError), (True, TypeError), ("64", TypeError)],
+)
+def test_photos_refuse_sizes_that_are_not_a_side(size, error):
+    refused(lambda: load_sample_image(size), error, r"size must be a whole number of pixels per side")
+    refused(lambda: load_photos(size), error, r"size must be a whole number of pixels per side")
+
+
+@pytest.mark.parametrize(
+    "test_fraction, seed, error, match",
+    [
+        (0, 0, ValueError, r"test_fraction must be a number, between 0 and 1 \(neither included\), got 0"),
+        (1, 0, ValueError, r"test_fraction .* got 1"),
+        (1.5, 0, ValueError, r"test_fraction .* got 1.5"),
+        (float("nan"), 0, ValueError, r"test_fraction .* got nan"),
+        (0.001, 0, ValueError, r"into 1795 train and 2 test images; .* each needs at least 10"),
+        (0.995, 0, ValueError, r"into 8 train and 1789 test images"),
+        (0.25, -1, ValueError, r"seed must be a whole number, from 0 to 4294967295, got -1"),
+        ("0.2", 0, TypeError, r"test_fraction must be a number"),
+    ],
+)
+def test_load_digits_refuses_splits_that_leave_a_part_without_every_digit(test_fraction, seed, error, match):
+    refused(lambda: load_digits(test_fraction, seed), error, match)
+
+
+def test_load_training_set_explains_names_and_options():
+    refused(lambda: load_training_set("Digits"), ValueError, r"unknown training set 'Digits'.*did you mean 'digits'")
+    refused(lambda: load_training_set(3), TypeError, r"name must be a string, one of \['digits'")
+    refused(
+        lambda: load_training_set("digits", task="orientation"),
+        TypeError,
+        r"load_training_set\('digits'\) takes the options \['test_fraction', 'seed'\], got \['task'\]",
+    )
+
+
+def test_shape_mask_refuses_an_empty_object():
+    refused(lambda: shape_mask("disc", 0), ValueError, r"size must be a whole number, at least 1, got 0")

@@ -12,6 +12,7 @@ from utils.embeddings import (
     pos_embed_similarity,
     prepend_cls_token,
     resize_pos_embed,
+    sincos_1d,
     sincos_pos_embed_2d,
     trunc_normal_,
 )
@@ -232,7 +233,7 @@ def test_grid_coordinates_follow_patchify_order(rows, cols):
 
 
 def test_grid_coordinates_reject_a_grid_that_is_not_one():
-    for rows, cols in [(0, 3), (2, -1), (2.0, 3), (torch.tensor(2.0), 3)]:
+    for rows, cols in [(0, 3), (2, -1), (2.0, 3), (torch.tensor(2.0), 3), (True, 3)]:
         with pytest.raises(ValueError, match=r"positive whole numbers of rows and columns, got .* x "):
             grid_coordinates(rows, cols)
     assert torch.equal(grid_coordinates(np.int64(2), torch.tensor(1)), torch.tensor([[0, 0], [1, 0]]))
@@ -243,3 +244,96 @@ def test_grid_distance_is_the_euclidean_distance_of_the_coordinates():
     row, col = np.indices((rows, cols)).reshape(2, -1)  # an independent row-major grid
     expected = np.hypot(row[:, None] - row[None], col[:, None] - col[None])
     assert torch.equal(grid_distance(rows, cols), torch.from_numpy(expected).float())
+
+
+# ---- bad arguments: a clear error that names the argument ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "positions, dim, words",
+    [
+        (torch.arange(4), 0, r"dim must be a whole number .* got 0"),
+        (torch.arange(4), -2, r"dim must be .* got -2"),
+        (torch.arange(4), 4.0, r"dim must be .* got 4.0 of type float"),
+        (torch.zeros(2, 3), 4, r"expected positions shaped \(M,\), got a 2-D tensor"),
+        (torch.tensor([0.0, float("nan")]), 4, r"finite real positions"),
+        ([0, 1, 2], 4, r"positions as a torch.Tensor .* got list"),
+    ],
+)
+def test_sincos_1d_rejects_bad_arguments(positions, dim, words):
+    with pytest.raises(ValueError, match=words):
+        sincos_1d(positions, dim)
+
+
+@pytest.mark.parametrize(
+    "grid, D, cls_token, words",
+    [
+        (0, 8, True, r"grid_size must be a whole number .* got 0"),
+        ((4, -1), 8, True, r"grid_size\[1\] must be .* got -1"),
+        ("4", 8, True, r"grid_size must be .* got '4' of type str"),
+        (4, 0, True, r"embed_dim must be a whole number .* got 0"),
+        (4, -4, True, r"embed_dim must be .* got -4"),
+        (4, 8, "no", r"cls_token must be True or False, got 'no'"),
+    ],
+)
+def test_sincos_pos_embed_2d_rejects_bad_arguments(grid, D, cls_token, words):
+    with pytest.raises(ValueError, match=words):
+        sincos_pos_embed_2d(grid, D, cls_token=cls_token)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        ((0, 4), r"old_grid must be a whole number .* got 0"),
+        ((4, -2), r"new_grid must be .* got -2"),
+        ((4, 8, -1), r"num_prefix_tokens must be a whole number \(an int\) >= 0, got -1"),
+    ],
+)
+def test_resize_rejects_bad_grids_and_prefixes(args, words):
+    with pytest.raises(ValueError, match=words):
+        resize_pos_embed(torch.zeros(1, 17, 8), *args)
+
+
+def test_resize_rejects_a_table_that_is_no_float_tensor():
+    with pytest.raises(ValueError, match=r"floating-point position table, got torch.int64"):
+        resize_pos_embed(torch.zeros(1, 17, 8, dtype=torch.long), 4, 8)
+    with pytest.raises(TypeError, match=r"pos_embed as a torch.Tensor .* got list"):
+        resize_pos_embed([[0.0]], 4, 8)
+
+
+@pytest.mark.parametrize(
+    "table, prefix, words",
+    [
+        (torch.randn(2, 17, 8), 1, r"shaped \(1, prefix \+ N, D\) or \(prefix \+ N, D\), got \(2, 17, 8\)"),
+        (torch.randn(17, 8), -1, r"num_prefix_tokens must be .* >= 0, got -1"),
+        (torch.randn(1, 17, 8), 17, r"17 entries has no patch entry after num_prefix_tokens=17"),
+        (torch.zeros(17, 8, dtype=torch.long), 1, r"floating-point position table, got torch.int64"),
+    ],
+)
+def test_pos_embed_similarity_rejects_what_is_no_position_table(table, prefix, words):
+    # a batch of tables used to be flattened into one long table without a word
+    with pytest.raises(ValueError, match=words):
+        pos_embed_similarity(table, prefix)
+
+
+def test_neighbour_similarity_refuses_a_grid_without_pairs():
+    with pytest.raises(ValueError, match=r"a 1 x 1 grid has no pairs of positions"):
+        neighbour_similarity(torch.ones(1, 1), 1)  # used to return (nan, nan)
+    with pytest.raises(ValueError, match=r"grid_size must be .* got 0"):
+        neighbour_similarity(torch.ones(1, 1), 0)
+
+
+def test_trunc_normal_needs_a_float_tensor():
+    with pytest.raises(ValueError, match=r"floating-point tensor to fill, got torch.int64"):
+        trunc_normal_(torch.zeros(3, dtype=torch.long))
+
+
+@pytest.mark.parametrize("std", [0, -1, float("nan"), "0.02"])
+def test_trunc_normal_rejects_a_std_that_is_not_positive(std):
+    with pytest.raises(ValueError, match=r"std must be a finite number > 0"):
+        trunc_normal_(torch.empty(3), std=std)
+
+
+def test_prepend_cls_token_names_the_tokens_it_needs():
+    with pytest.raises(ValueError, match=r"expected tokens shaped \(B, N, D\), got a 2-D tensor"):
+        prepend_cls_token(torch.zeros(5, 8), torch.zeros(1, 1, 8))

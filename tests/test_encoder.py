@@ -147,3 +147,59 @@ def test_block_implementations_agree_in_outputs_and_gradients(norm_first):
     torch.testing.assert_close(dx_f, dx_e, **TOL)
     for name in g_e:
         torch.testing.assert_close(g_f[name], g_e[name], **TOL, msg=name)
+
+
+# ---- bad arguments and tokens ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
+def test_pre_and_post_norm_blocks_refuse_tokens_of_the_wrong_width_alike(norm_first):
+    block = EncoderBlock(16, 4, norm_first=norm_first)
+    with pytest.raises(ValueError, match=r"expected tokens shaped \(B, N, D=16\).*got \(2, 5, 12\)"):
+        block(torch.randn(2, 5, 12))  # pre-norm used to fail inside LayerNorm with a RuntimeError
+    with pytest.raises(ValueError, match=r"expected tokens of dtype torch.float32 .*got torch.int64"):
+        block(torch.ones(2, 5, 16, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(dim=-16), r"dim must be a whole number .* got -16"),
+        (dict(num_heads=0), r"num_heads must be a whole number .* got 0"),
+        (dict(mlp_ratio=-1), r"mlp_ratio must be a finite number > 0, got -1"),
+        (dict(mlp_ratio=0.01), r"mlp_ratio 0.01 gives int\(16 \* 0.01\) = 0 hidden units"),
+        (dict(qkv_bias="no"), r"qkv_bias must be True or False"),
+        (dict(dropout=1.0), r"^dropout must be a probability in \[0, 1\), got 1.0"),
+        (dict(attn_dropout=-0.5), r"^attn_dropout must be a probability"),
+        (dict(norm_first="yes"), r"norm_first must be True or False, got 'yes'"),
+        (dict(norm_eps=0), r"norm_eps must be a finite number > 0, got 0"),
+        (dict(norm_eps=float("nan")), r"norm_eps must be a finite number > 0, got nan"),
+    ],
+)
+def test_block_rejects_bad_arguments_in_its_own_names(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        EncoderBlock(**{**dict(dim=16, num_heads=4), **kwargs})
+
+
+def test_block_registers_its_layers_in_the_reference_order():
+    # the order fixes the random init of a seeded model and the order of its parameters
+    names = [name.rsplit(".", 1)[0] for name, _ in EncoderBlock(16, 4).named_parameters()][::2]
+    assert names == ["norm1", "attn.qkv", "attn.proj", "norm2", "mlp.fc1", "mlp.fc2"]
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [((0, 4), r"dim must be .* got 0"), ((8, -1), r"hidden_dim must be .* got -1"), ((8, 16, 1.0), r"dropout must be")],
+)
+def test_mlp_rejects_bad_arguments(args, words):
+    with pytest.raises(ValueError, match=words):
+        MLP(*args)
+
+
+def test_mlp_names_the_tokens_it_needs():
+    mlp = MLP(8, 16)
+    assert mlp(torch.randn(5, 8)).shape == (5, 8)  # any leading axes
+    with pytest.raises(ValueError, match=r"expected tokens shaped \(\.\.\., D=8\), got \(2, 5, 7\)"):
+        mlp(torch.randn(2, 5, 7))
+    with pytest.raises(ValueError, match=r"got torch.int64; convert with `tokens.float\(\)`"):
+        mlp(torch.ones(2, 5, 8, dtype=torch.long))

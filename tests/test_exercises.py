@@ -4,15 +4,24 @@ exercise cells read), not after the whole lesson: nbval runs each lesson once al
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from jupyter_client.manager import start_new_kernel
-from lessons import NOTEBOOKS, cells_needed, read_cells
+from lessons import NOTEBOOKS, ROOT, cells_needed, read_cells
 
-from tools.exercises import BLANK, is_exercise, learner_copy, replace_solutions, write_exercises
+from tools.exercises import (
+    BLANK,
+    LearnerWorkExists,
+    backup_folder,
+    is_exercise,
+    learner_copy,
+    replace_solutions,
+    write_exercises,
+)
 
 CELL = """def area(width, height):
     # HINT: multiply the "two" sides
@@ -83,6 +92,68 @@ def test_make_exercises_writes_a_copy_of_every_lesson(tmp_path):
         text = path.read_text()
         assert "# BEGIN SOLUTION" not in text and "# HINT:" not in text
         nbformat.validate(nbformat.reads(text, as_version=4))  # JupyterLab opens it
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under folder, by its path relative to it, with its bytes."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_a_second_run_leaves_identical_copies_alone(tmp_path):
+    write_exercises(tmp_path)
+    before = {path.name: path.stat().st_mtime_ns for path in tmp_path.glob("*.ipynb")}
+    assert write_exercises(tmp_path) == []
+    assert {path.name: path.stat().st_mtime_ns for path in tmp_path.glob("*.ipynb")} == before
+
+
+def test_a_second_run_never_overwrites_a_learners_answers(tmp_path):
+    write_exercises(tmp_path)
+    edited = tmp_path / NOTEBOOKS[2].name
+    edited.write_text(edited.read_text().replace("raise NotImplementedError", "return 42  # my answer", 1))
+    (tmp_path / NOTEBOOKS[0].name).unlink()  # a missing copy is not filled in either: the run changes nothing
+    before = snapshot(tmp_path)
+    with pytest.raises(LearnerWorkExists) as refusal:
+        write_exercises(tmp_path)
+    assert snapshot(tmp_path) == before
+    message = str(refusal.value)
+    assert NOTEBOOKS[2].name in message and NOTEBOOKS[1].name not in message
+    assert "make exercises FORCE=1" in message and "--force" in message and "backups" in message
+
+
+def test_force_backs_the_old_copies_up_before_writing(tmp_path):
+    write_exercises(tmp_path)
+    edited = tmp_path / NOTEBOOKS[2].name
+    answers = edited.read_text().replace("raise NotImplementedError", "return 42  # my answer", 1)
+    edited.write_text(answers)
+    written = write_exercises(tmp_path, force=True)
+    assert written == [edited]
+    backups = list((tmp_path / "backups").iterdir())
+    assert len(backups) == 1 and re.fullmatch(r"\d{4}-\d\d-\d\d_\d{6}", backups[0].name)
+    assert (backups[0] / edited.name).read_text() == answers  # the learner's work, kept
+    assert "return 42  # my answer" not in edited.read_text()
+    assert write_exercises(tmp_path, force=True) == []  # nothing differs any more: no second backup
+    assert len(list((tmp_path / "backups").iterdir())) == 1
+    assert backup_folder(tmp_path) != backups[0]  # a second backup in the same second gets a new folder
+
+
+def test_missing_copies_are_filled_in(tmp_path):
+    write_exercises(tmp_path)
+    for path in NOTEBOOKS[:2]:
+        (tmp_path / path.name).unlink()
+    assert [path.name for path in write_exercises(tmp_path)] == [path.name for path in NOTEBOOKS[:2]]
+    assert write_exercises(tmp_path) == []
+
+
+def test_the_command_refuses_on_stderr_with_a_failing_status(tmp_path):
+    script = [sys.executable, str(ROOT / "tools" / "exercises.py"), str(tmp_path)]
+    assert subprocess.run(script, capture_output=True, text=True).returncode == 0
+    edited = tmp_path / NOTEBOOKS[0].name
+    edited.write_text(edited.read_text() + " ")
+    refused = subprocess.run(script, capture_output=True, text=True)
+    assert refused.returncode == 1 and NOTEBOOKS[0].name in refused.stderr and "FORCE=1" in refused.stderr
+    forced = subprocess.run([*script, "--force"], capture_output=True, text=True)
+    assert forced.returncode == 0, forced.stderr
+    assert f"{NOTEBOOKS[0].name}: " in forced.stdout and "replaced" in forced.stdout and "backups" in forced.stdout
 
 
 def first_parameter(text: str) -> str:

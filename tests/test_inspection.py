@@ -93,3 +93,101 @@ def test_patch_embedding_components_are_the_principal_axes():
     top = vectors[:, ::-1][:, :5].T  # (5, 48), largest first
     np.testing.assert_allclose(np.abs((flat.numpy() * top).sum(1)), np.ones(5), atol=1e-4)
     np.testing.assert_allclose(share.numpy(), (values[::-1][:5] / values.sum()), atol=1e-5)
+
+
+# ---- bad inputs: a clear error rather than NaN or a wrong map -----------------------------
+
+
+@pytest.mark.parametrize(
+    "attn, words",
+    [
+        (random_attention()[:0], r"at least one layer and one token"),
+        (torch.randn(2, 1, 2, 5, 5), r"finite, >= 0.*pass the weights, not the scores"),
+        (random_attention() * 2, r"rows sum to 1 .* got row sums from 2"),
+        (random_attention().long(), r"floating-point attention weights, got torch.int64"),
+        (random_attention()[..., :4], r"\(depth, B, heads, T, T\), got \(3, 2, 4, 5, 4\)"),
+    ],
+)
+def test_rollout_rejects_what_is_no_attention(attn, words):
+    with pytest.raises(ValueError, match=words):
+        attention_rollout(attn)
+
+
+def test_rollout_rejects_a_residual_that_is_no_flag():
+    with pytest.raises(TypeError, match=r"residual must be True or False, got 'yes'"):
+        attention_rollout(random_attention(), residual="yes")
+
+
+def test_cls_attention_map_rejects_no_class_token_and_non_square_weights():
+    weights = torch.rand(2, 5, 5)
+    with pytest.raises(ValueError, match=r"num_prefix_tokens=0 means there is no class token"):
+        cls_attention_map(weights[:, 1:, 1:], 2, num_prefix_tokens=0)  # row 0 would be a patch's
+    with pytest.raises(ValueError, match=r"square weights \(\.\.\., T, T\), got \(5,\)"):
+        cls_attention_map(torch.rand(5), 2)
+    with pytest.raises(ValueError, match=r"square weights .* got \(2, 4, 5\)"):
+        cls_attention_map(weights[:, :4], 2)
+    with pytest.raises(ValueError, match=r"grid_size must be .* got 0"):
+        cls_attention_map(weights, 0)
+
+
+def test_patch_coverage_rejects_bad_patch_sizes_and_masks():
+    masks = torch.zeros(1, 8, 8, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"patch_size must be .* got 0"):
+        patch_coverage(masks, 0)
+    with pytest.raises(ValueError, match=r"mask size 8x8 is not divisible by the patch size 3"):
+        patch_coverage(masks, 3)
+    with pytest.raises(ValueError, match=r"boolean masks, got torch.float32.*masks > 0.5"):
+        patch_coverage(masks.float(), 4)
+
+
+def test_attention_share_is_zero_for_an_empty_region_and_refuses_an_empty_map():
+    maps = torch.tensor([[[0.4, 0.1], [0.2, 0.3]], [[0.0, 0.0], [0.0, 0.0]]])
+    nowhere = torch.zeros(1, 2, 2, dtype=torch.bool)
+    assert attention_share(maps[:1], nowhere).tolist() == [0.0]
+    with pytest.raises(ValueError, match=r"the maps of images \[1\] are all zero"):  # used to be 0/0 = NaN
+        attention_share(maps, torch.ones(2, 2, 2, dtype=torch.bool))
+
+
+@pytest.mark.parametrize(
+    "maps, regions, words",
+    [
+        (
+            torch.rand(2, 2, 2),
+            torch.ones(2, 2, dtype=torch.bool),
+            r"regions of the maps' shape \(2, 2, 2\), got \(2, 2\)",
+        ),
+        (torch.rand(1, 2, 2), torch.ones(1, 2, 2), r"boolean regions .* got torch.float32"),
+        (-torch.rand(1, 2, 2), torch.ones(1, 2, 2, dtype=torch.bool), r"finite and >= 0"),
+        (torch.full((1, 2, 2), float("nan")), torch.ones(1, 2, 2, dtype=torch.bool), r"finite and >= 0"),
+    ],
+)
+def test_attention_share_rejects_maps_and_regions_that_do_not_fit(maps, regions, words):
+    with pytest.raises(ValueError, match=words):
+        attention_share(maps, regions)
+
+
+def test_mean_attention_distance_rejects_a_grid_of_another_size_and_undefined_distances():
+    with pytest.raises(ValueError, match=r"expected 1 \+ 3 x 3 = 10 tokens, got attn of shape \(3, 2, 4, 5, 5\)"):
+        mean_attention_distance(random_attention(), 3, 4)
+    with pytest.raises(ValueError, match=r"patch_size must be .* got 0"):
+        mean_attention_distance(random_attention(), 2, 0)
+    on_the_class_token = torch.zeros(1, 1, 1, 5, 5)
+    on_the_class_token[..., 0] = 1.0
+    with pytest.raises(ValueError, match=r"all its weight on the class token"):  # used to be NaN
+        mean_attention_distance(on_the_class_token, 2, 4)
+
+
+@pytest.mark.parametrize(
+    "weight, count, words",
+    [
+        (torch.randn(8, 3, 2, 2), 0, r"count must be a whole number .* got 0"),
+        (torch.randn(8, 3, 2, 2), 9, r"count must be at most min\(D, C\*P\*P\) = 8 .* got 9"),
+        (torch.randn(1, 3, 2, 2), 1, r"at least 2 filters"),
+        (torch.ones(8, 3, 2, 2), 1, r"filters are all the same"),
+        (torch.randn(8, 3, 2), 1, r"weight shaped \(D, C, P, P\), got a 3-D tensor"),
+        (torch.randn(8, 3, 2, 3), 1, r"float filters shaped \(D, C, P, P\)"),
+    ],
+)
+def test_patch_embedding_components_rejects_bad_inputs(weight, count, words):
+    with pytest.raises(ValueError, match=words):
+        patch_embedding_components(weight, count)

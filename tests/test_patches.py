@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from utils.patches import PatchEmbedding, patchify, unpatchify
+from utils.patches import PatchEmbedding, WrongTypeError, patchify, unpatchify
 
 # (B, C, H, W, P): square and non-square images, RGB and grayscale, P = 1 and P = side.
 SHAPES = [
@@ -135,3 +135,109 @@ def test_unpatchify_rejects_wrong_number_of_patches():
 def test_unpatchify_rejects_patch_width_not_a_multiple_of_p_squared():
     with pytest.raises(ValueError, match=r"got \(1, 4, 47\)"):
         unpatchify(torch.zeros(1, 4, 47), 4, 8)
+
+
+# ---- bad arguments: a clear error that names the argument ---------------------------------
+
+
+def test_wrong_type_error_is_both_a_type_error_and_a_value_error():
+    assert issubclass(WrongTypeError, TypeError) and issubclass(WrongTypeError, ValueError)
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(image_size="88"), r"image_size must be a whole number .* got '88' of type str"),
+        (dict(image_size=0), r"image_size must be a whole number \(an int\) >= 1, got 0"),
+        (dict(image_size=-32), r"image_size must be .* >= 1, got -32"),
+        (dict(image_size=(32, 32, 3)), r"image_size must be one side or a pair \(H, W\), got \(32, 32, 3\)"),
+        (dict(image_size=(32.0, 32)), r"image_size\[0\] must be a whole number .* got 32.0 of type float"),
+        (dict(patch_size=0), r"patch_size must be a whole number \(an int\) >= 1, got 0"),
+        (dict(patch_size=-4), r"patch_size must be .* got -4"),
+        (dict(patch_size=4.0), r"patch_size must be .* got 4.0 of type float \(use patch_size=4\)"),
+        (dict(patch_size=True), r"patch_size must be .* got the bool True"),
+        (dict(in_channels=0), r"in_channels must be .* got 0"),
+        (dict(embed_dim=-8), r"embed_dim must be .* got -8"),
+        (dict(embed_dim="8"), r"embed_dim must be .* got '8' of type str"),
+    ],
+)
+def test_patch_embedding_rejects_bad_arguments(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        PatchEmbedding(**{**dict(image_size=32, patch_size=4, in_channels=3, embed_dim=8), **kwargs})
+
+
+@pytest.mark.parametrize("size", ["48", 0, -4, (48, 0), 4.5])
+def test_set_image_size_rejects_a_size_that_is_no_size(size):
+    embed = PatchEmbedding(32, 4, 3, 8)
+    with pytest.raises(ValueError, match=r"image_size"):
+        embed.set_image_size(size)
+    assert embed.image_size == (32, 32) and embed.num_patches == 64  # unchanged
+
+
+@pytest.mark.parametrize("patch_size, words", [(0, r">= 1, got 0"), (-2, r"got -2"), (2.0, r"got 2.0 of type float")])
+def test_patchify_and_unpatchify_name_a_bad_patch_size(patch_size, words):
+    with pytest.raises(ValueError, match=r"patch_size must be a whole number .*" + words):
+        patchify(torch.zeros(1, 3, 8, 8), patch_size)
+    with pytest.raises(ValueError, match=r"patch_size must be a whole number .*" + words):
+        unpatchify(torch.zeros(1, 4, 48), patch_size, 8)
+
+
+def test_unpatchify_rejects_a_bad_image_size_and_what_is_no_tensor():
+    with pytest.raises(ValueError, match=r"image_size must be .* got -8"):
+        unpatchify(torch.zeros(1, 4, 48), 4, -8)
+    with pytest.raises(TypeError, match=r"expected patches as a torch.Tensor .* got list"):
+        unpatchify([[0.0]], 4, 8)
+    with pytest.raises(ValueError, match=r"got \(1, 4, 0\)"):  # C = 0: no channel
+        unpatchify(torch.zeros(1, 4, 0), 4, 8)
+
+
+def test_patchify_explains_an_image_smaller_than_a_patch_and_an_empty_image():
+    with pytest.raises(
+        ValueError, match=r"8x8 is not divisible by the patch size 16; the image is smaller than one 16x16"
+    ):
+        patchify(torch.zeros(1, 3, 8, 8), 16)
+    with pytest.raises(ValueError, match=r"at least one channel and pixel, got shape \(1, 3, 0, 0\)"):
+        patchify(torch.zeros(1, 3, 0, 0), 4)
+    with pytest.raises(TypeError, match=r"images as a torch.Tensor .* got ndarray"):
+        patchify(torch.zeros(1, 3, 8, 8).numpy(), 4)
+
+
+def test_patchify_is_a_pure_reshape_for_any_dtype():
+    # patchify and unpatchify only move numbers: 0-255 pixels and boolean masks are cut the same way
+    torch.manual_seed(0)
+    pixels = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
+    patches = patchify(pixels, 4)
+    assert patches.dtype == torch.uint8
+    assert torch.equal(patches.float(), patchify(pixels.float(), 4))
+    assert torch.equal(unpatchify(patches, 4, 8), pixels)
+    masks = pixels > 127
+    assert torch.equal(patchify(masks, 4), patchify(pixels, 4) > 127)
+
+
+@pytest.mark.parametrize(
+    "dtype, words",
+    [
+        (torch.uint8, r"got torch.uint8; convert with `images.float\(\)` \(and divide by 255"),
+        (torch.int64, r"got torch.int64; convert with `images.float\(\)`"),
+        (torch.float64, r"got torch.float64; convert with `images.float\(\)`$"),
+        (torch.float16, r"got torch.float16; convert with `images.float\(\)`$"),
+    ],
+)
+def test_patch_embedding_names_the_dtype_it_needs(dtype, words):
+    embed = PatchEmbedding(8, 4, 3, 6)
+    with pytest.raises(ValueError, match=r"expected images of dtype torch.float32 .*" + words):
+        embed(torch.zeros(2, 3, 8, 8).to(dtype))
+
+
+def test_patch_embedding_follows_the_dtype_of_its_weights():
+    embed = PatchEmbedding(8, 4, 3, 6).double()
+    assert embed(torch.zeros(2, 3, 8, 8, dtype=torch.float64)).dtype == torch.float64
+    with pytest.raises(ValueError, match=r"expected images of dtype torch.float64 .*convert with `images.double\(\)`"):
+        embed(torch.zeros(2, 3, 8, 8))
+
+
+def test_patch_embedding_names_a_device_mismatch():
+    with torch.device("meta"):
+        embed = PatchEmbedding(8, 4, 3, 6)  # weights on another device than the images
+    with pytest.raises(ValueError, match=r"images are on cpu but the model is on meta; move them with"):
+        embed(torch.zeros(2, 3, 8, 8))

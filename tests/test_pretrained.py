@@ -1,6 +1,8 @@
 """utils.pretrained (conversion) against transformers' ViT (random weights from configs: nothing downloaded)
 and against our own timm-layout checkpoints written to disk."""
 
+import json
+
 import pytest
 import torch
 import transformers
@@ -8,9 +10,18 @@ from references import randomize_, to_hub_file_layout
 from safetensors.torch import save_file
 
 from utils.embeddings import resize_pos_embed, sincos_pos_embed_2d
-from utils.pretrained import config_from_state_dict, from_hf, from_timm, hf_to_timm, load_vit_b16
+from utils.pretrained import (
+    VIT_B16_HF_CONFIG,
+    check_vit_b16_shapes,
+    config_from_state_dict,
+    from_hf,
+    from_timm,
+    hf_to_timm,
+    load_vit_b16,
+    vit_b16_hf_config,
+)
 from utils.vit import VisionTransformer, ViTConfig
-from utils.weights import load_checkpoint, vit_b16_path
+from utils.weights import TensorEntry, load_checkpoint, vit_b16_path
 
 # (image_size, patch_size, num_channels, hidden_size, layers, heads, intermediate_size, qkv_bias, labels, eps)
 HF_CONFIGS = {
@@ -251,3 +262,167 @@ def test_a_224px_checkpoint_runs_at_384px_and_its_positions_resize_back():
     # transposed is off by 2.0, so the bounds catch a wrong row/column order.
     error = (back - state["pos_embed"]).abs()
     assert error.max() < 0.1 and error.mean() < 0.01, (error.max(), error.mean())
+
+
+# ---- load_vit_b16 takes ViT-B/16 only, and says what else it was given ---------------------
+
+
+def write_hub_file(path, hidden: int, layers: int, heads: int, image_size: int = 224, labels: int = 1000):
+    """A transformers ViT of this shape (random weights) saved at `path` in the hub files' layout."""
+    config = transformers.ViTConfig(
+        image_size=image_size,
+        patch_size=16,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        num_labels=labels,
+    )
+    torch.manual_seed(0)
+    state = to_hub_file_layout(transformers.ViTForImageClassification(config).state_dict())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file({name: tensor.contiguous() for name, tensor in state.items()}, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "hidden, layers, heads, image_size, found",
+    [
+        (96, 2, 3, 224, "224 px, 16 px patches, 96 wide, 2 layers, 1,000 classes"),  # 96 / 12 heads would load
+        (192, 1, 3, 32, "32 px, 16 px patches, 192 wide, 1 layer, 1,000 classes"),  # DeiT-Ti's width
+        (384, 1, 6, 32, "32 px, 16 px patches, 384 wide, 1 layer, 1,000 classes"),  # ViT-S's width
+    ],
+)
+def test_load_vit_b16_refuses_a_file_of_another_vit(tmp_path, hidden, layers, heads, image_size, found):
+    path = write_hub_file(tmp_path / "model.safetensors", hidden, layers, heads, image_size)
+    with pytest.raises(ValueError, match="is not the published ViT-B/16") as error:
+        load_vit_b16(path)
+    message = str(error.value)
+    assert f"it holds {found}" in message
+    assert f"patch_embed.proj.weight: file ({hidden}, 3, 16, 16), ViT-B/16 (768, 3, 16, 16)" in message
+    assert "from_hf(read_safetensors(path)" in message
+
+
+def test_the_vit_b16_shape_check_passes_the_published_layout_and_names_a_missing_head():
+    with torch.device("meta"):  # ViT-B/16's shapes without its 346 MB
+        reference = transformers.ViTForImageClassification(transformers.ViTConfig(num_labels=1000))
+    state = to_hub_file_layout(reference.state_dict())
+    entries = {name: TensorEntry(t.dtype, tuple(t.shape), 0, 0) for name, t in state.items()}
+    check_vit_b16_shapes(entries)  # the published file's names and shapes: no error
+    del entries["classifier.weight"], entries["classifier.bias"]  # as an ImageNet-21k model has no 1k head
+    with pytest.raises(ValueError, match=r"1,000 classes\); it holds .* 0 classes[\s\S]*missing: head.weight"):
+        check_vit_b16_shapes(entries)
+
+
+def test_load_vit_b16_on_a_timm_layout_file_says_which_layout_it_wants(tmp_path):
+    path = tmp_path / "model.safetensors"
+    save_file(VisionTransformer(ViTConfig.tiny(depth=1)).state_dict(), path)
+    with pytest.raises(ValueError, match="Hugging Face's layout.*timm's names: use from_timm"):
+        load_vit_b16(path)
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (b"<!DOCTYPE html><html><body>Sign in</body></html>", "HTML"),
+        (b"version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 346293852\n", "git-LFS pointer"),
+        (b"\x20\x00\x00\x00\x00\x00\x00\x00{", "partial download"),
+    ],
+)
+def test_load_vit_b16_on_a_file_that_is_no_safetensors_file(tmp_path, content, says):
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"is not a safetensors file.*{says}.*make weights"):
+        load_vit_b16(path)
+
+
+def test_a_config_json_beside_the_file_gives_the_head_count(tmp_path):
+    path = tmp_path / "model.safetensors"
+    assert vit_b16_hf_config(path) == VIT_B16_HF_CONFIG  # no config.json: the published values
+    (tmp_path / "config.json").write_text(json.dumps({"num_attention_heads": 16, "layer_norm_eps": 1e-6, "x": 1}))
+    config = vit_b16_hf_config(path)
+    assert config["num_attention_heads"] == 16 and config["layer_norm_eps"] == 1e-6 and "x" not in config
+    (tmp_path / "config.json").write_text("{'num_attention_heads': 12")
+    with pytest.raises(ValueError, match="config.json beside the weights is no valid JSON"):
+        vit_b16_hf_config(path)
+
+
+# ---- the model is float32 whatever the checkpoint's dtype ------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("assign", [False, True])
+def test_from_timm_keeps_the_model_float32(dtype, assign):
+    torch.manual_seed(0)
+    original = randomize_(VisionTransformer(ViTConfig.tiny(depth=1))).eval()
+    state = {name: tensor.to(dtype) for name, tensor in original.state_dict().items()}
+    model = from_timm(state, num_heads=4, assign=assign)
+    assert {p.dtype for p in model.state_dict().values()} == {torch.float32}
+    expected = VisionTransformer(ViTConfig.tiny(depth=1)).eval()
+    expected.load_state_dict({name: tensor.float() for name, tensor in state.items()})
+    images = torch.rand(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(model(images), expected(images), rtol=0, atol=0)  # runs, and as float32
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_from_hf_of_a_half_precision_file_gives_a_float32_model(dtype):
+    hf = hf_vit("32px-p8-1layer-1head")
+    state = {name: tensor.to(dtype) for name, tensor in to_hub_file_layout(hf.state_dict()).items()}
+    ours = from_hf(state, hf.config.to_dict(), assign=True)
+    assert {p.dtype for p in ours.parameters()} == {torch.float32}
+    with torch.no_grad():
+        assert ours(torch.rand(1, 3, 32, 32)).dtype == torch.float32
+
+
+def test_from_timm_refuses_weights_that_are_no_floats():
+    state = dict(VisionTransformer(ViTConfig.tiny(depth=1)).state_dict())
+    state["head.weight"] = state["head.weight"].to(torch.int8)
+    with pytest.raises(ValueError, match=r"floating-point weights; these tensors are not: head.weight \(torch.int8\)"):
+        from_timm(state, num_heads=4)
+
+
+# ---- wrong arguments to the converters --------------------------------------------------------
+
+
+def test_the_converters_name_a_path_a_model_or_a_list_given_for_a_state_dict(tmp_path):
+    model = VisionTransformer(ViTConfig.tiny(depth=1))
+    for convert in (from_timm, config_from_state_dict, hf_to_timm):
+        with pytest.raises(TypeError, match=r"not a file's path .*load_checkpoint\(path\)"):
+            convert(str(tmp_path / "model.safetensors"))
+        with pytest.raises(TypeError, match=r"pass model.state_dict\(\)"):
+            convert(model)
+    with pytest.raises(TypeError, match="not a file's path"):
+        from_hf(tmp_path / "model.safetensors")
+    with pytest.raises(TypeError, match=r"takes a state dict \{name: tensor\}, got a list"):
+        from_timm([1, 2, 3])
+    with pytest.raises(TypeError, match=r"expected \(name, tensor\) pairs, got int"):
+        hf_to_timm([1, 2, 3])
+    state = {**model.state_dict(), "epoch": 3}
+    with pytest.raises(ValueError, match=r"these entries are no tensors: epoch \(int\)"):
+        from_timm(state, num_heads=4)
+
+
+@pytest.mark.parametrize("num_heads, says", [(0, "num_heads must be a whole"), (2.0, "num_heads=2"), (5, "one of")])
+def test_a_head_count_that_cannot_split_the_width_is_refused(num_heads, says):
+    state = VisionTransformer(ViTConfig.tiny(depth=1)).state_dict()  # 64 wide
+    with pytest.raises(ValueError, match=says):
+        from_timm(state, num_heads=num_heads)
+
+
+def test_hf_to_timm_on_timm_names_and_from_timm_on_hf_names_point_to_the_other():
+    timm_state = VisionTransformer(ViTConfig.tiny(depth=1)).state_dict()
+    with pytest.raises(ValueError, match="timm's names: use from_timm") as error:
+        hf_to_timm(timm_state)
+    assert "and " in str(error.value) and "more" in str(error.value)  # a long list is cut short
+    hf_state = to_hub_file_layout(hf_vit("32px-p8-1layer-1head").state_dict())
+    with pytest.raises(ValueError, match="Hugging Face's layout: use from_hf"):
+        from_timm(hf_state, num_heads=1)
+
+
+def test_from_hf_refuses_a_config_of_the_wrong_kind(tmp_path):
+    state = hf_vit("32px-p8-1layer-1head").state_dict()
+    with pytest.raises(TypeError, match="got a path: json.load it first"):
+        from_hf(state, str(tmp_path / "config.json"))
+    with pytest.raises(TypeError, match="config should be a dict or a transformers ViTConfig, got int"):
+        from_hf(state, 12)

@@ -2,16 +2,21 @@
 
 import itertools
 import math
+import re
+import threading
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 from utils import VisionTransformer, ViTConfig, set_seed
+from utils.baselines import SmallCNN
 from utils.data import ImageDataset
 from utils.training import (
     History,
+    TrainingClock,
     budget,
     confusion_matrix,
     evaluate,
@@ -19,6 +24,7 @@ from utils.training import (
     predict,
     quick_mode,
     random_shift,
+    train_epoch,
     train_step,
     warmup_cosine,
 )
@@ -237,3 +243,254 @@ def test_budget_follows_quick_mode(monkeypatch):
     monkeypatch.delenv("CI")
     monkeypatch.setenv("VIT_QUICK", "1")
     assert budget(60, 5) == {"epochs": 5}
+
+
+# ---- bad input: a clear error that names the argument, never a hang or a silent wrong number ----
+
+
+def outcome_within(seconds: float, call):
+    """What `call()` returned or raised, from a daemon thread given `seconds`: a call that used to
+    loop forever fails the test instead of hanging the suite."""
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(call())
+        except Exception as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"still running after {seconds} s: it hangs"
+    return outcome[0]
+
+
+def refused(call, error: type[Exception], match: str, seconds: float = 20):
+    """Assert that `call()` raises `error` with a message matching `match`, within `seconds`."""
+    got = outcome_within(seconds, call)
+    assert isinstance(got, error), f"expected {error.__name__}, got {got!r}"
+    assert re.search(match, str(got)), f"{match!r} not in {str(got)!r}"
+
+
+@pytest.mark.parametrize(
+    "epochs, time_budget, error, match",
+    [
+        (0, None, ValueError, r"epochs must be a whole number, at least 1, got 0"),
+        (-1, None, ValueError, r"epochs .* at least 1, got -1"),
+        (None, 0, ValueError, r"time_budget must be a number of seconds, greater than 0, got 0"),
+        (None, -5, ValueError, r"time_budget .* greater than 0, got -5"),
+        (1, 0, ValueError, r"time_budget .* greater than 0, got 0"),  # "whichever ends first" would be at once
+        (0, 5, ValueError, r"epochs .* at least 1, got 0"),
+        (None, float("nan"), ValueError, r"time_budget .* got nan"),
+        (None, float("inf"), ValueError, r"time_budget .* got inf"),
+        (float("nan"), None, TypeError, r"epochs must be a whole number, got nan"),
+        (2.5, None, TypeError, r"epochs must be a whole number, got 2.5"),
+        (True, None, TypeError, r"epochs must be a whole number, got True"),
+        ("3", None, TypeError, r"epochs must be a whole number, got '3'"),
+    ],
+)
+def test_fit_refuses_a_budget_that_never_ends_or_is_not_a_number(epochs, time_budget, error, match):
+    refused(lambda: fit(tiny_model(), toy_set(8), epochs=epochs, time_budget=time_budget, progress=False), error, match)
+
+
+@pytest.mark.parametrize(
+    "options, error, match",
+    [
+        (dict(batch_size=0), ValueError, r"batch_size must be a whole number of images per step, at least 1, got 0"),
+        (dict(batch_size=-3), ValueError, r"batch_size .* got -3"),
+        (dict(batch_size=2.0), TypeError, r"batch_size must be a whole number"),
+        (dict(lr=0), ValueError, r"lr must be a number \(the peak learning rate\), greater than 0, got 0"),
+        (dict(lr=float("nan")), ValueError, r"lr .* got nan"),
+        (dict(lr=-1e-3), ValueError, r"lr .* got -0.001"),
+        (dict(weight_decay=-0.1), ValueError, r"weight_decay must be a number, at least 0, got -0.1"),
+        (dict(warmup=1.0), ValueError, r"warmup must be .* from 0 up to \(not including\) 1, got 1.0"),
+        (dict(warmup=-0.1), ValueError, r"warmup .* got -0.1"),
+        (dict(label_smoothing=1.0), ValueError, r"label_smoothing must be a number, from 0 up to \(not incl"),
+        (dict(label_smoothing=-0.1), ValueError, r"label_smoothing .* got -0.1"),
+        (dict(max_shift=-1), ValueError, r"max_shift must be a whole number of pixels, at least 0, got -1"),
+        (dict(max_shift=8), ValueError, r"max_shift must be smaller than the images \(8 x 8\)"),
+        (dict(max_shift=1.5), TypeError, r"max_shift must be a whole number"),
+        (dict(seed=1.5), TypeError, r"seed must be a whole number"),
+        (dict(snapshot_every=0), ValueError, r"snapshot_every must be a whole number of steps .* at least 1, got 0"),
+        (dict(snapshot_every=-2), ValueError, r"snapshot_every .* got -2"),
+        (dict(on_epoch="plot"), TypeError, r"on_epoch must be a function"),
+    ],
+)
+def test_fit_names_the_argument_that_is_out_of_range(options, error, match):
+    refused(lambda: fit(tiny_model(), toy_set(8), epochs=1, progress=False, **options), error, match)
+
+
+def test_fit_accepts_the_edges_of_the_ranges():
+    history = fit(tiny_model(), toy_set(8), epochs=1, time_budget=60, warmup=0.0, max_shift=7, progress=False)
+    assert history.step == [1]  # one epoch: the epochs ended first
+
+
+def test_a_budget_shorter_than_one_step_still_takes_one():
+    """An empty history (no epoch, test accuracy nan, history.step[-1] an IndexError) taught nothing."""
+    history = fit(tiny_model(), toy_set(8), toy_set(4, 1), time_budget=1e-9, progress=False)
+    assert history.step == [1] and len(history.test_accuracy) == 1 and history.done
+    assert history.lr == [0.0]  # the budget was over: the schedule had reached its end
+
+
+@pytest.mark.parametrize(
+    "train, error, match",
+    [
+        ((toy_set(8).images, toy_set(8).labels), TypeError, r"train must be a dataset .* got a tuple.*TensorDataset"),
+        ([toy_set(8).images, toy_set(8).labels], TypeError, r"got a list"),
+        ((toy_set(8), toy_set(4)), TypeError, r"got 2 datasets; \(train, test\)\? unpack them first"),
+        (DataLoader(toy_set(8), batch_size=4), TypeError, r"got a DataLoader: pass its dataset \(loader.dataset\)"),
+        (toy_set(8).images, TypeError, r"got a tensor: put the labels with it"),
+        (ImageDataset(torch.zeros(0, 1, 8, 8), torch.zeros(0, dtype=torch.long), ["a", "b"]), ValueError, r"empty"),
+        (TensorDataset(torch.zeros(4, 1, 8, 8)), ValueError, r"two tensors, images and labels, got 1"),
+        (TensorDataset(torch.rand(4, 8, 8), torch.zeros(4, dtype=torch.long)), ValueError, r"\(N, C, H, W\)"),
+    ],
+)
+def test_fit_wants_a_dataset_of_images_and_labels(train, error, match):
+    refused(lambda: fit(tiny_model(), train, epochs=1, progress=False), error, match)
+
+
+def test_fit_wants_a_model_object():
+    refused(lambda: fit(VisionTransformer, toy_set(8), epochs=1), TypeError, r"the class VisionTransformer itself")
+    refused(lambda: fit(toy_set(8), tiny_model(), epochs=1), TypeError, r"model must be a torch nn.Module")
+    refused(lambda: fit(nn.Flatten(), toy_set(8), epochs=1), ValueError, r"no floating-point parameters")
+
+
+def test_fit_refuses_labels_the_model_cannot_predict():
+    data = toy_set(8)
+    for labels, match in [
+        (data.labels + 1, r"train's labels must be class indices from 0 to 1 \(the model gives 2 outputs\), got "),
+        (data.labels - 1, r"train's labels must be class indices from 0 up, got values from -1"),
+        (torch.full((8,), -100), r"from 0 up, got values from -100"),  # cross_entropy would skip them silently
+    ]:
+        refused(
+            lambda: fit(tiny_model(), TensorDataset(data.images, labels), epochs=1, progress=False), ValueError, match
+        )
+    test = TensorDataset(data.images, data.labels + 5)
+    refused(lambda: fit(tiny_model(), data, test, epochs=1, progress=False), ValueError, r"test's labels .* 0 to 1")
+
+
+@pytest.mark.parametrize(
+    "images, labels, match",
+    [
+        ((255 * torch.rand(8, 1, 8, 8)).to(torch.uint8), None, r"got torch.uint8: convert with .float\(\) / 255"),
+        (torch.rand(8, 1, 8, 8, dtype=torch.float64), None, r"float64 but the model's weights are torch.float32"),
+        (None, torch.zeros(8), r"int64 class indices, got torch.float32 .*\.long\(\)"),
+        (None, torch.zeros(8, dtype=torch.int32), r"int64 class indices, got torch.int32: convert with .long\(\)"),
+        (torch.full((8, 1, 8, 8), float("nan")), None, r"NaN or infinite"),
+    ],
+)
+def test_fit_refuses_images_and_labels_of_the_wrong_kind(images, labels, match):
+    data = toy_set(8)
+    train = TensorDataset(data.images if images is None else images, data.labels if labels is None else labels)
+    refused(lambda: fit(tiny_model(), train, epochs=1, progress=False), ValueError, match)
+
+
+def test_fit_refuses_a_test_set_of_other_images():
+    test = TensorDataset(torch.rand(4, 1, 16, 16), torch.zeros(4, dtype=torch.long))
+    refused(lambda: fit(tiny_model(), toy_set(8), test, epochs=1), ValueError, r"test's images are \(1, 16, 16\)")
+
+
+def test_snapshots_need_a_position_table():
+    cnn = SmallCNN(1, 2, width=4)
+    refused(lambda: fit(cnn, toy_set(8), epochs=1, snapshot_every=1), ValueError, r"this SmallCNN has no position")
+    no_table = VisionTransformer(
+        ViTConfig.tiny(image_size=8, patch_size=4, in_channels=1, num_classes=2, pos_embed="none")
+    )
+    refused(lambda: fit(no_table, toy_set(8), epochs=1, snapshot_every=1), ValueError, r"leave snapshot_every out")
+
+
+def test_a_clock_without_an_end_is_refused():
+    for total_steps, time_budget in [(None, None), (0, None), (None, 0), (None, -1.0)]:
+        refused(lambda: TrainingClock(total_steps, time_budget), ValueError, r"total_steps|time_budget")
+    refused(lambda: budget(0, 5), ValueError, r"seconds .* greater than 0")
+    refused(lambda: budget(60, 0), ValueError, r"quick_epochs .* at least 1")
+
+
+def test_train_epoch_without_batches_says_so():
+    model = tiny_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    refused(
+        lambda: train_epoch(model, optimizer, [], TrainingClock(1, None), lr=0.1, warmup=0.1), ValueError, "no batches"
+    )
+
+
+def test_train_step_refuses_what_cross_entropy_would_get_wrong():
+    model, data = tiny_model(), toy_set(8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = [p.detach().clone() for p in model.parameters()]
+    refused(lambda: train_step(model, optimizer, data.images, torch.full((8,), -100)), ValueError, r"from 0 up")
+    refused(lambda: train_step(model, optimizer, data.images, data.labels[:3]), ValueError, r"8 images, 3 labels")
+    refused(lambda: train_step(model, optimizer, data.images, data.labels, label_smoothing=2), ValueError, "label_sm")
+    refused(lambda: train_step(model, optimizer, data.images.double(), data.labels), ValueError, r"\.float\(\)")
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))  # no step was taken
+
+
+def test_evaluate_and_predict_refuse_what_they_cannot_use():
+    model, data = tiny_model(), toy_set(8)
+    empty = ImageDataset(torch.zeros(0, 1, 8, 8), torch.zeros(0, dtype=torch.long), ["a", "b"])
+    refused(lambda: evaluate(model, empty), ValueError, r"dataset is empty")
+    refused(lambda: evaluate(model, data, batch_size=0), ValueError, r"batch_size .* at least 1")
+    refused(lambda: evaluate(model, (data.images, data.labels)), TypeError, r"got a tuple")
+    refused(lambda: evaluate(model, TensorDataset(data.images, data.labels + 2)), ValueError, r"model gives 2 outputs")
+    refused(lambda: predict(model, data.images[:0]), ValueError, r"images is empty")
+    refused(lambda: predict(model, data), TypeError, r"pass its images, dataset.images")
+    refused(lambda: predict(model, data.images[0]), ValueError, r"one image\? add the batch axis")
+    refused(lambda: predict(model, (255 * data.images).to(torch.uint8)), ValueError, r"\.float\(\) / 255")
+    refused(lambda: predict(model, data.images, batch_size=-1), ValueError, r"batch_size")
+
+
+@pytest.mark.parametrize(
+    "predictions, labels, num_classes, match",
+    [
+        (
+            [0, 2],
+            [0, 0],
+            2,
+            r"predictions must be class indices from 0 to 1 \(num_classes is 2\), got values from 0 to 2",
+        ),
+        ([0, -1], [0, 1], 2, r"predictions .* got values from -1 to 0"),  # once counted in another cell
+        ([0, 1], [1, 3], 2, r"labels must be class indices from 0 to 1"),
+        ([0, 1, 1], [0, 1], 2, r"one per image, got 3 and 2"),
+        ([0, 1], [0, 1], 0, r"num_classes must be a whole number, at least 1, got 0"),
+    ],
+)
+def test_confusion_matrix_refuses_what_it_would_miscount(predictions, labels, num_classes, match):
+    refused(lambda: confusion_matrix(torch.tensor(predictions), torch.tensor(labels), num_classes), ValueError, match)
+
+
+def test_confusion_matrix_wants_class_indices():
+    labels = torch.tensor([0, 1])
+    refused(lambda: confusion_matrix(torch.rand(2, 2), labels, 2), ValueError, r"got scores \(2, 2\): use .argmax")
+    refused(lambda: confusion_matrix(torch.tensor([0.0, 1.0]), labels, 2), ValueError, r"int64 class indices")
+    refused(lambda: confusion_matrix([0, 1], labels, 2), TypeError, r"predictions must be a torch.Tensor")
+    empty = torch.zeros(0, dtype=torch.long)
+    assert confusion_matrix(empty, empty, 3).sum() == 0  # no images: an honest matrix of zeros
+
+
+@pytest.mark.parametrize(
+    "progress, warmup, error, match",
+    [
+        (-0.5, 0.1, ValueError, r"progress must be from 0 to 1 .* got -0.5"),  # it gave -5
+        (1.5, 0.1, ValueError, r"progress must be from 0 to 1 .* got 1.5"),
+        (float("nan"), 0.1, ValueError, r"progress .* got nan"),
+        ("0.5", 0.1, TypeError, r"progress must be a number"),
+        (0.5, 1.0, ValueError, r"warmup must be .* from 0 up to \(not including\) 1, got 1.0"),
+        (0.5, -0.1, ValueError, r"warmup .* got -0.1"),
+    ],
+)
+def test_warmup_cosine_refuses_progress_and_warmup_out_of_range(progress, warmup, error, match):
+    refused(lambda: warmup_cosine(progress, warmup), error, match)
+
+
+def test_warmup_cosine_forgives_float_rounding_at_the_ends():
+    assert warmup_cosine(1 + 1e-12) == 0.0 and warmup_cosine(-1e-12) == 0.0
+    assert math.isclose(warmup_cosine(sum([0.1] * 10)), 0.0, abs_tol=1e-12)  # 0.9999999999999999
+    assert math.isclose(warmup_cosine(0.5, 0.0), 0.5)  # no warm-up at all
+
+
+def test_random_shift_refuses_bad_shifts():
+    images, generator = torch.rand(2, 1, 6, 6), torch.Generator()
+    refused(lambda: random_shift(images, -1, generator), ValueError, r"max_shift .* at least 0")
+    refused(lambda: random_shift(images, 6, generator), ValueError, r"smaller than the images \(6 x 6\)")
+    refused(lambda: random_shift(images[0], 1, generator), ValueError, r"\(N, C, H, W\)")

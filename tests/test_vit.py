@@ -388,3 +388,116 @@ def test_the_implementations_give_the_same_logits_and_gradients():
     torch.testing.assert_close(logits["fused"], logits["explicit"], **TOL)
     for (name, p), q in zip(explicit.named_parameters(), fused.parameters()):
         torch.testing.assert_close(q.grad, p.grad, **TOL, msg=name)
+
+
+# ---- bad configs and inputs: a clear error that names the field ---------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(num_classes=-5), r"num_classes must be a whole number \(an int\) >= 0, got -5"),
+        (dict(depth=-1), r"depth must be a whole number \(an int\) >= 0, got -1"),
+        (dict(norm_eps=-1), r"norm_eps must be a finite number > 0, got -1"),
+        (dict(norm_eps=float("nan")), r"norm_eps must be a finite number > 0, got nan"),
+        (dict(norm_eps=0), r"norm_eps must be a finite number > 0, got 0"),
+        (dict(image_size="88"), r"image_size must be a whole number \(one side\) or a pair \(H, W\).*'88' of type str"),
+        (dict(image_size=0), r"image_size must be a whole number \(an int\) >= 1, got 0"),
+        (dict(image_size=-32), r"image_size must be .* got -32"),
+        (dict(image_size=(32, 32, 3)), r"image_size must be one side or a pair"),
+        (dict(image_size=32.0), r"image_size must be .* got 32.0 of type float"),
+        (dict(qkv_bias="no"), r"qkv_bias must be True or False, got 'no'"),
+        (dict(qkv_bias=1), r"qkv_bias must be True or False, got 1"),
+        (dict(patch_size=0), r"patch_size must be .* got 0"),
+        (dict(patch_size="4"), r"patch_size must be .* got '4' of type str"),
+        (dict(in_channels=0), r"in_channels must be .* got 0"),
+        (dict(embed_dim=True), r"embed_dim must be .* got the bool True"),
+        (dict(num_heads=0), r"num_heads must be .* got 0"),
+        (dict(mlp_ratio=0), r"mlp_ratio must be a finite number > 0, got 0"),
+        (dict(mlp_ratio=float("inf")), r"mlp_ratio must be a finite number > 0, got inf"),
+        (dict(mlp_ratio=0.001), r"0 hidden units"),
+        (dict(dropout=1.0), r"^dropout must be a probability in \[0, 1\), got 1.0"),
+        (dict(attn_dropout=-0.1), r"attn_dropout must be a probability in \[0, 1\), got -0.1"),
+        (dict(attn_dropout="0.1"), r"attn_dropout must be a probability .* got '0.1' of type str"),
+        (dict(pool=None), r"pool must be one of \('cls', 'mean'\), got None"),
+        (dict(pos_embed=["learned"]), r"pos_embed must be one of .* got \['learned'\]"),
+    ],
+)
+def test_config_names_every_bad_field(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        ViTConfig.tiny(**overrides)
+
+
+def test_config_stores_plain_python_sizes():
+    np = pytest.importorskip("numpy")
+    config = ViTConfig.tiny(
+        image_size=[np.int64(32), 32], patch_size=np.int64(4), depth=np.int32(2), mlp_ratio=np.float32(1.5)
+    )
+    assert config.image_size == (32, 32) and type(config.image_size[0]) is int
+    assert type(config.patch_size) is int and type(config.depth) is int and type(config.mlp_ratio) is float
+    assert ViTConfig.tiny(mlp_ratio=2).mlp_ratio == 2  # plain Python numbers are kept as they are
+    hash(config)  # a list would make the frozen config unhashable
+
+
+def test_num_classes_zero_returns_the_pooled_features():
+    model = VisionTransformer(tiny(num_classes=0)).eval()
+    assert isinstance(model.head, nn.Identity)
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 64)
+
+
+def test_a_model_without_blocks_returns_an_empty_attention_stack():
+    model = VisionTransformer(tiny(depth=0)).eval()
+    logits, attn = model(torch.randn(2, 3, 32, 32), return_attention=True)
+    assert logits.shape == (2, 10) and attn.shape == (0, 2, 4, 65, 65)
+
+
+def test_a_config_too_big_for_memory_is_refused_before_anything_is_allocated():
+    config = tiny(embed_dim=76800, num_heads=4)  # a typo for 768: 94 billion parameters
+    with pytest.raises(ValueError, match=r"about 94.4 billion parameters .* check embed_dim=76800"):
+        VisionTransformer(config)
+    with torch.device("meta"):  # shapes only: allocates nothing, so it may be built
+        assert VisionTransformer(config).pos_embed.shape == (1, 65, 76800)
+
+
+def test_vision_transformer_needs_a_config():
+    with pytest.raises(TypeError, match=r"expected a ViTConfig, got dict"):
+        VisionTransformer(dict(image_size=32))
+
+
+@pytest.mark.parametrize("size", ["48", 0, -4, 30, 10**6])
+def test_set_image_size_refuses_a_bad_size_and_changes_nothing(size):
+    model = VisionTransformer(tiny())
+    table = model.pos_embed.detach().clone()
+    with pytest.raises(ValueError, match=r"image_size|image size|billion"):
+        model.set_image_size(size)
+    assert model.config == tiny() and model.patch_embed.image_size == (32, 32)
+    assert torch.equal(model.pos_embed, table)
+
+
+@pytest.mark.parametrize(
+    "dtype, words",
+    [
+        (torch.uint8, r"got torch.uint8; convert with `images.float\(\)` \(and divide by 255"),
+        (torch.float64, r"got torch.float64; convert with `images.float\(\)`"),
+        (torch.float16, r"got torch.float16; convert with `images.float\(\)`"),
+    ],
+)
+def test_model_names_the_image_dtype_it_needs(dtype, words):
+    model = VisionTransformer(tiny())
+    with pytest.raises(ValueError, match=r"expected images of dtype torch.float32 .*" + words):
+        model(torch.zeros(1, 3, 32, 32).to(dtype))
+
+
+def test_model_rejects_a_return_attention_that_is_no_flag():
+    model = VisionTransformer(tiny())
+    with pytest.raises(TypeError, match=r"return_attention must be True or False, got 'no'"):
+        model(torch.zeros(1, 3, 32, 32), return_attention="no")  # used to return a tuple
+
+
+def test_load_state_dict_refuses_a_whole_checkpoint_and_what_is_no_mapping():
+    model = VisionTransformer(tiny())
+    checkpoint = {"config": {}, "state_dict": model.state_dict()}
+    with pytest.raises(ValueError, match=r"other values under \['config', 'state_dict'\].*checkpoint\['state_dict'\]"):
+        model.load_state_dict(checkpoint, strict=False)  # used to load nothing, silently
+    with pytest.raises(TypeError, match=r"expected a state dict .* got list"):
+        model.load_state_dict(list(model.state_dict().values()))

@@ -79,3 +79,25 @@ def test_plot_attention_cost_draws_memory_and_time_with_a_square_law_line():
     assert memory.get_xscale() == time.get_yscale() == "log"
     with pytest.raises(ValueError, match="one memory and one time per T"):
         plot_attention_cost([10, 20], [400], [1e-3, 2e-3])
+
+
+@pytest.mark.parametrize(
+    "draw, error, says",
+    [
+        (lambda: show_attention(torch.zeros(0, 3)), ValueError, r"\(N_q, N_k\) with something on every axis"),
+        (lambda: show_attention(torch.rand(3, 3), labels=["a"]), ValueError, "expected 3 token labels"),
+        (lambda: show_attention(torch.rand(3, 3).numpy()), TypeError, r"torch.from_numpy"),
+        (lambda: show_heads(torch.rand(2, 4, 4), labels=list("abcde")), ValueError, "expected 4 token labels"),
+        (lambda: show_heads(torch.zeros(0, 3, 3)), ValueError, "something on every axis"),
+        (lambda: format_matrix(torch.zeros(0, 2)), ValueError, "something on every axis"),
+        (lambda: format_matrix(torch.zeros(2, 2), decimals=-1), ValueError, "decimals must be a whole number"),
+        (lambda: show_weight_rows({}), ValueError, "at least one row of weights"),
+        (lambda: show_weight_rows({"a": [0.5, 0.5]}), TypeError, r"torch.tensor\(...\)"),
+        (lambda: show_weight_rows(torch.rand(3)), TypeError, "dict"),
+        (lambda: plot_attention_cost([], [], []), ValueError, "at least one sequence length"),
+        (lambda: plot_attention_cost([10, 20], [0, 400], [1e-3, 2e-3]), ValueError, "nbytes > 0"),
+    ],
+)
+def test_the_attention_plots_refuse_empty_mismatched_or_untyped_input(draw, error, says):
+    with pytest.raises(error, match=says):
+        draw()

@@ -81,3 +81,34 @@ def test_show_images_side_by_side():
     fig = show_images(images, ["a", "b"])
     assert [ax.get_title() for ax in fig.axes] == ["a", "b"]
     assert np.allclose(np.asarray(fig.axes[1].images[0].get_array()), images[1].permute(1, 2, 0).numpy())
+
+
+@pytest.mark.parametrize(
+    "draw, says",
+    [
+        (lambda: show_pos_similarity({}, 3), "at least one similarity matrix"),
+        (lambda: show_pos_similarity({"a": torch.rand(8, 8)}, 3), r"N = 3 x 3 = 9, got \(8, 8\)"),
+        (lambda: show_pos_similarity({"a": torch.rand(9, 9)}, 0), "grid_size must be a whole number"),
+        (lambda: show_pos_similarity({"a": torch.rand(9, 9)}, 3, panels=0), "panels must be a whole number"),
+        (lambda: show_token_scales({}), "at least one set of vectors"),
+        (lambda: show_token_scales({"zeros": torch.zeros(3, 4)}), "'zeros': a log axis needs lengths > 0"),
+        (lambda: show_token_scales({"none": torch.zeros(0, 4)}), "something on every axis"),
+        (lambda: show_pos_table(torch.rand(2, 5, 4)), r"one table .*got \(2, 5, 4\)"),
+        (lambda: show_pos_table(torch.rand(1, 5, 4), num_prefix_tokens=5), "N >= 1 positions after its 5 prefix"),
+        (
+            lambda: show_resized_similarity(torch.rand(1, 10, 8), torch.rand(1, 17, 8), 3, 5, [(0, 0)]),
+            r"table 'after': expected 1 \+ 5 x 5 = 26 entries, got shape \(1, 17, 8\)",
+        ),
+        (
+            lambda: show_resized_similarity(torch.rand(1, 10, 8), torch.rand(1, 17, 8), 3, 4, [(3, 0)]),
+            r"anchor \(3, 0\) is no \(row, col\) patch of the old 3 x 3 grid",
+        ),
+        (lambda: show_resized_similarity(torch.rand(1, 10, 8), torch.rand(1, 17, 8), 3, 4, []), "at least one anchor"),
+        (lambda: show_images([torch.rand(3, 8, 8)], []), "expected 1 titles, one per image, got 0"),
+        (lambda: show_images(torch.rand(2, 3, 8, 8), ["a", "b"]), r"pass list\(images\)"),
+        (lambda: show_images([torch.rand(8, 8, 3)], ["a"]), r"permute\(2, 0, 1\)"),
+    ],
+)
+def test_the_embedding_plots_refuse_empty_or_mismatched_input(draw, says):
+    with pytest.raises(ValueError, match=says):
+        draw()

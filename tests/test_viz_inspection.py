@@ -172,3 +172,27 @@ def test_filter_components_titles_and_shape_errors():
         show_filter_components(torch.rand(2, 2, 2, 2), torch.rand(2))
     with pytest.raises(ValueError, match=r"one share per component \(2,\), got \(3,\)"):
         show_filter_components(components, torch.rand(3))
+
+
+@pytest.mark.parametrize(
+    "draw, says",
+    [
+        (lambda: show_attention_maps(torch.rand(0, 3, 8, 8), torch.rand(0, 2, 2)), "something on every axis"),
+        (lambda: show_attention_maps(torch.rand(2, 8, 8, 3), torch.rand(2, 2, 2)), r"permute\(0, 3, 1, 2\)"),
+        (lambda: show_attention_maps(torch.rand(2, 3, 8, 8) * 255, torch.rand(2, 2, 2)), "divide by 255"),
+        (lambda: show_attention_maps(torch.rand(2, 3, 8, 8), [torch.rand(2, 2, 2)]), "or a dict of them, got a list"),
+        (lambda: show_attention_maps(torch.rand(2, 3, 8, 8), torch.rand(2, 0, 2)), "something on every axis"),
+        (
+            lambda: show_attention_maps(torch.rand(2, 3, 8, 8), torch.rand(2, 2, 2), regions=torch.rand(2, 2, 2)),
+            r"regions of bools .*got torch.float32",
+        ),
+        (lambda: show_attention_distance(torch.zeros(0, 3)), "something on every axis"),
+        (lambda: show_filter_components(torch.zeros(0, 3, 2, 2), torch.zeros(0)), "something on every axis"),
+        (lambda: show_filter_components(torch.rand(2, 3, 2, 2), torch.rand(2), columns=0), "columns must be"),
+        (lambda: show_filter_components(torch.rand(2, 3, 2, 2), [0.5, 0.5]), r"torch.tensor\(...\)"),
+        (lambda: normalise_component(torch.rand(4)), r"one component \(C, P, P\), got \(4,\)"),
+    ],
+)
+def test_the_inspection_plots_refuse_empty_or_mismatched_input(draw, says):
+    with pytest.raises(ValueError, match=says):
+        draw()

@@ -50,3 +50,20 @@ def test_shapes_are_checked():
         show_head_split(torch.rand(1, 6, 12), 3)
     with pytest.raises(ValueError, match="not divisible"):
         show_head_split(torch.rand(6, 12), 5)
+
+
+@pytest.mark.parametrize(
+    "draw, says",
+    [
+        (lambda: multi_head_shapes(1, 197, 768, 0), "num_heads must be a whole number"),
+        (lambda: multi_head_shapes(0, 197, 768, 12), "B must be a whole number"),
+        (lambda: show_multi_head_shapes(1, 197, 768, 0), "num_heads must be a whole number"),
+        (lambda: show_head_split(torch.rand(6, 12), 0), "num_heads must be a whole number"),
+        (lambda: show_head_split(torch.rand(0, 12), 3), "something on every axis"),
+        (lambda: show_head_split(torch.rand(6, 12), 3, labels=["a"]), "expected 6 token labels"),
+        (lambda: show_head_split(torch.rand(6, 12), 3, feature_names=["a"]), "expected 12 feature names"),
+    ],
+)
+def test_the_multi_head_plots_refuse_sizes_that_cannot_be(draw, says):
+    with pytest.raises(ValueError, match=says):
+        draw()

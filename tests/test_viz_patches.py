@@ -65,3 +65,34 @@ def test_compare_patch_sizes_draws_one_panel_per_size():
 def test_images_must_be_one_chw_tensor():
     with pytest.raises(ValueError, match=r"\(C, H, W\)"):
         show_image(torch.rand(1, 3, 8, 8))
+
+
+@pytest.mark.parametrize(
+    "draw, says",
+    [
+        (lambda: show_image(torch.rand(8, 8, 3)), r"channels are last; use image.permute\(2, 0, 1\)"),
+        (lambda: show_image(torch.rand(3, 8, 8) * 255), "divide by 255"),
+        (lambda: show_image(torch.rand(3, 0, 8)), "something on every axis"),
+        (lambda: show_image(torch.rand(8, 8)), r"add the channel axis, image\[None\]"),
+        (lambda: show_patch_grid(torch.rand(3, 8, 8), 0), "patch_size must be a whole number"),
+        (lambda: show_patch_grid(torch.rand(3, 8, 8), 3), "not divisible by the patch size 3"),
+        (lambda: compare_patch_sizes(torch.rand(3, 8, 8), []), "non-empty list of patch sizes"),
+        (lambda: compare_patch_sizes(torch.rand(3, 8, 8), [4, 5]), "not divisible by the patch size 5"),
+        (lambda: show_patches(torch.rand(3, 8, 8), 4, gap=-1), "gap must be a whole number"),
+        (lambda: show_token_sequence(torch.rand(4, 48), 3), r"not \(N, C\*P\*P\) with P = 3"),
+        (lambda: show_token_sequence(torch.rand(0, 48), 4), "something on every axis"),
+        (lambda: plot_token_counts(224, []), "non-empty list of patch sizes"),
+        (lambda: plot_token_counts(16, [32]), "larger than the image"),
+    ],
+)
+def test_the_patch_plots_refuse_what_they_cannot_draw(draw, says):
+    with pytest.raises(ValueError, match=says):
+        draw()
+
+
+def test_uint8_images_are_drawn_as_0_255_pixels():
+    image = torch.randint(0, 256, (3, 8, 8), dtype=torch.uint8)
+    drawn = show_image(image).axes[0].images[0].get_array()
+    assert torch.allclose(torch.as_tensor(drawn.data), image.permute(1, 2, 0).float() / 255)
+    gaps = show_patches(image, 4, gap=2).axes[0].images[0].get_array()
+    assert torch.allclose(torch.as_tensor(gaps.data)[:4, :4], image[:, :4, :4].permute(1, 2, 0).float() / 255)

@@ -24,3 +24,18 @@ def test_top_k_bars_are_as_long_as_the_probabilities_most_probable_on_top():
 def test_top_k_plot_wants_one_name_and_one_answer_list_per_image():
     with pytest.raises(ValueError, match="one name and one answer list per image"):
         show_top_k(torch.rand(2, 3, 8, 8), ["a"], [[("x", 1.0)], [("y", 1.0)]])
+
+
+@pytest.mark.parametrize(
+    "images, names, answers, says",
+    [
+        (torch.rand(0, 3, 8, 8), [], [], "something on every axis"),
+        (torch.rand(1, 3, 8, 8), ["a"], [[]], "answers for 'a': expected a non-empty list"),
+        (torch.rand(1, 3, 8, 8), ["a"], [["cat", "dog"]], "got the entry 'cat'"),
+        (torch.rand(1, 3, 8, 8), ["a"], [[("cat", 70.0)]], "probability 70.0 for 'cat': not in"),
+        (torch.rand(1, 8, 8, 3), ["a"], [[("cat", 0.7)]], r"permute\(0, 3, 1, 2\)"),
+    ],
+)
+def test_top_k_plot_refuses_empty_or_malformed_answers(images, names, answers, says):
+    with pytest.raises(ValueError, match=says):
+        show_top_k(images, names, answers)

@@ -1,5 +1,6 @@
 """Lesson 6's pictures show the data, the curves, the confusion matrix and the mistakes given."""
 
+import pytest
 import torch
 
 from utils.data import ImageDataset
@@ -48,3 +49,25 @@ def test_show_mistakes_shows_only_the_wrong_ones():
     labels, predictions = torch.tensor([0, 1, 1, 0]), torch.tensor([0, 0, 1, 1])
     fig = show_mistakes(torch.rand(4, 1, 8, 8), labels, predictions, ["zero", "one"])
     assert [ax.get_title() for ax in fig.axes if ax.images] == ["one -> zero", "zero -> one"]
+
+
+def test_the_training_plots_refuse_mismatched_input():
+    data = ImageDataset(torch.rand(2, 1, 4, 4), torch.tensor([0, 1]), ["no", "yes"])
+    with pytest.raises(ValueError, match="count must be a whole number"):
+        show_batch(data, count=0)
+    with pytest.raises(ValueError, match="expected an ImageDataset"):
+        show_batch(torch.rand(2, 1, 4, 4))
+    with pytest.raises(ValueError, match="expected 2 class names, one per row of the matrix, got 3"):
+        show_confusion(torch.tensor([[5, 1], [0, 4]]), ["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"square confusion matrix \(classes, classes\), got \(2, 3\)"):
+        show_confusion(torch.ones(2, 3), ["a", "b"])
+    images, classes = torch.rand(4, 1, 8, 8), ["zero", "one"]
+    with pytest.raises(ValueError, match=r"labels \(B,\) with B = 4, one per image, got \(2,\)"):
+        show_mistakes(images, torch.tensor([0, 1]), torch.tensor([1, 0, 1, 0]), classes)
+    with pytest.raises(ValueError, match=r"predictions must be class indices 0 .. 1, got 0 .. 5"):
+        show_mistakes(images, torch.tensor([0, 1, 1, 0]), torch.tensor([0, 5, 1, 0]), classes)
+    with pytest.raises(ValueError, match="the History that fit passes"):
+        LivePlot().update({"seconds": [1.0]})
+    uneven = History(seconds=[1.0, 2.0], train_loss=[2.0], train_accuracy=[0.5, 0.6])
+    with pytest.raises(ValueError, match="one value per epoch"):
+        LivePlot().update(uneven)

@@ -241,3 +241,100 @@ def test_position_explorer_refuses_a_table_of_another_grid(tables):
     bad = {"steps": [0], "tables": [torch.randn(1, 10, 16)]}
     with pytest.raises(ValueError, match="table 0: expected 1 \\+ 3 x 4 = 13 entries"):
         PositionSimilarityExplorer(named, (3, 4), snapshots=bad)
+
+
+# ---- mismatched inputs: a ValueError at construction that names what was expected ------------
+
+
+@pytest.mark.parametrize(
+    "image, patch_size, says",
+    [
+        (torch.rand(4, 3, 32, 32), 16, r"one image shaped \(C, H, W\), got \(4, 3, 32, 32\): a batch; .*images\[0\]"),
+        (torch.rand(32, 32, 3), 16, r"channels are last; use image.permute\(2, 0, 1\)"),
+        (torch.rand(3, 32, 32) * 255, 16, "divide by 255"),
+        (torch.rand(3, 1, 1), 1, "no patch size from 2 px up"),
+        (torch.rand(3, 32, 32), 16.0, "patch_size must be a whole number"),
+    ],
+)
+def test_patch_slicer_refuses_what_is_no_single_image(image, patch_size, says):
+    with pytest.raises(ValueError, match=says):
+        PatchSlicer(image, patch_size=patch_size)
+
+
+@pytest.mark.parametrize(
+    "scores, scale, says",
+    [
+        (torch.zeros(0), 1.0, r"\(N,\) with something on every axis"),
+        (torch.tensor([1.0, float("nan")]), 1.0, "finite scores"),
+        (torch.rand(3), 0.0, "scale must be a finite number > 0"),
+        (torch.rand(3), 1000.0, "between 0.01 and 100"),
+    ],
+)
+def test_softmax_temperature_refuses_empty_or_broken_scores_and_a_scale_off_the_slider(scores, scale, says):
+    with pytest.raises(ValueError, match=says):
+        SoftmaxTemperature(scores, scale=scale)
+
+
+def test_attention_explorer_refuses_inputs_that_do_not_fit_the_model(vit):
+    model, images, _, _ = vit
+    with pytest.raises(ValueError, match=r"expected 3 class names, one per output of the model \(3\), got 2"):
+        AttentionExplorer(model, images, classes=["cat", "dog"])  # the third class's name would be missing
+    with pytest.raises(ValueError, match=r"at least one image \(B, 3, 12, 12\), got an empty batch"):
+        AttentionExplorer(model, images[:0])
+    with pytest.raises(ValueError, match=r"channels are last; use images.permute\(0, 3, 1, 2\)"):
+        AttentionExplorer(model, images.permute(0, 2, 3, 1))
+    with pytest.raises(ValueError, match=r"one image; add the batch axis"):
+        AttentionExplorer(model, images[0])
+    with pytest.raises(ValueError, match=r"labels \(B,\) = \(3,\), one class index per image"):
+        AttentionExplorer(model, images, labels=torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"labels must be class indices 0 .. 2, got 0 .. 7"):
+        AttentionExplorer(model, images, labels=torch.tensor([0, 1, 7]))
+    with pytest.raises(ValueError, match=r"regions of bools.*\.bool\(\)"):
+        AttentionExplorer(model, images, regions=torch.ones(3, 3, 3))
+    with pytest.raises(ValueError, match="divide by 255"):
+        AttentionExplorer(model, images * 255)
+    with pytest.raises(TypeError, match="VisionTransformer"):
+        AttentionExplorer(model.state_dict(), images)
+    with pytest.raises(TypeError, match="preprocess must be a function"):
+        AttentionExplorer(model, images, preprocess="normalize")
+
+
+def test_attention_explorer_names_the_class_of_every_image_it_can_show(vit):
+    model, images, logits, _ = vit
+    explorer = AttentionExplorer(model, images, torch.tensor([2, 1, 0]), ["cat", "dog", "eel"])
+    for index in range(3):  # every slider position draws, naming the predicted and the true class
+        explorer.image.value = index
+        predicted = ["cat", "dog", "eel"][int(logits[index].argmax())]
+        assert f"predicted <b>{predicted}</b> (true: {['eel', 'dog', 'cat'][index]})" in explorer.summary.value
+
+
+def test_position_explorer_refuses_snapshots_and_tables_that_do_not_match(tables):
+    named, snapshots = tables
+    short = {"steps": [0, 10, 20], "tables": snapshots["tables"][:2]}
+    with pytest.raises(ValueError, match="one snapshot table per step .*3 steps and 2 tables"):
+        PositionSimilarityExplorer(named, (3, 4), snapshots=short)
+    with pytest.raises(ValueError, match=r"expected tables of one width D, got widths \{'learned': 16, 'wide': 32\}"):
+        PositionSimilarityExplorer({"learned": named["learned"], "wide": torch.randn(1, 13, 32)}, (3, 4))
+    with pytest.raises(ValueError, match=r"table 'batch': expected a position table \(1, T, D\)"):
+        PositionSimilarityExplorer({"batch": torch.randn(2, 13, 16)}, (3, 4))
+    with pytest.raises(ValueError, match="distinct training steps"):
+        PositionSimilarityExplorer(named, (3, 4), snapshots={"steps": [0, 0], "tables": snapshots["tables"][:2]})
+    with pytest.raises(ValueError, match=r"expected snapshots \{'steps'"):
+        PositionSimilarityExplorer(named, (3, 4), snapshots={"steps": [0]})
+    with pytest.raises(ValueError, match="grid_size must be a whole number"):
+        PositionSimilarityExplorer(named, 0)
+    with pytest.raises(ValueError, match="NaN"):
+        PositionSimilarityExplorer({"broken": torch.full((1, 13, 16), float("nan"))}, (3, 4))
+    with pytest.raises(TypeError, match="dict"):
+        PositionSimilarityExplorer([named["learned"]], (3, 4))
+
+
+def test_position_explorer_every_step_of_valid_snapshots_draws(tables):
+    named, snapshots = tables
+    explorer = PositionSimilarityExplorer(named, (3, 4), snapshots=snapshots)
+    explorer.table.value = PositionSimilarityExplorer.DURING_TRAINING
+    for step, table in zip(snapshots["steps"], snapshots["tables"]):
+        explorer.step.value = step
+        torch.testing.assert_close(explorer.similarity, pos_embed_similarity(table))
+    explorer.row.value, explorer.col.value = 2, 3  # the far corner
+    assert explorer.map.shape == (3, 4)

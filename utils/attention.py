@@ -6,15 +6,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from utils.patches import (
+    WrongTypeError,
+    check_device,
+    check_dtype,
+    check_flag,
+    check_probability,
+    check_tensor,
+    check_whole,
+)
+
 
 def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
     """Raise a ValueError unless `mask` is boolean, broadcasts to the scores and hides no whole row."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise ValueError(
-            f"expected a boolean mask (True where attention is allowed), got {got}; "
-            "from an additive 0/-inf mask make one with `mask == 0`"
-        )
+        if not isinstance(mask, torch.Tensor):
+            raise WrongTypeError(
+                f"expected a boolean mask tensor (True where attention is allowed), got {type(mask).__name__}"
+            )
+        how = "an additive 0/-inf mask: `mask == 0`" if mask.is_floating_point() else "a 0/1 mask: `mask.bool()`"
+        raise ValueError(f"expected a boolean mask (True where attention is allowed), got {mask.dtype}; from {how}")
     try:
         broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
     except RuntimeError:
@@ -31,6 +42,51 @@ def check_mask(mask: torch.Tensor, scores_shape: torch.Size) -> None:
         )
 
 
+def check_tokens(x: torch.Tensor, weight: torch.Tensor, any_leading: bool = False) -> None:
+    """Raise unless `x` holds tokens of the width D, dtype and device of `weight` (the (out, D)
+    weight of the first Linear they meet): shaped (B, N, D) with N >= 1, or (..., D) with any_leading."""
+    D = weight.shape[-1]
+    shape = f"(..., D={D})" if any_leading else f"(B, N, D={D})"
+    check_tensor(x, "tokens", shape)
+    if x.ndim == 0 or x.shape[-1] != D or not (any_leading or (x.ndim == 3 and x.shape[1] > 0)):
+        at_least = "" if any_leading else " with at least one token"
+        raise ValueError(f"expected tokens shaped {shape}{at_least}, got {tuple(x.shape)}")
+    check_dtype(x, "tokens", weight.dtype)
+    check_device(x, "tokens", weight)
+
+
+def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Raise unless q (..., N_q, d), k (..., N_k, d), v (..., N_k, d_v) are floating-point tensors
+    of one dtype and device that fit together: the same leading axes (no silent broadcasting),
+    the same width d >= 1 for q and k, and at least one key."""
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        check_tensor(tensor, name, "(..., N, d)")
+        check_dtype(tensor, name)
+    if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
+        raise ValueError(
+            f"expected q, k, v with the same number of axes (..., N, d), got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
+        raise ValueError(
+            f"q, k and v need the same leading axes (batch, heads) before (N, d), got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k need the same width d, got {q.shape[-1]} and {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v need one row per key, got {k.shape[-2]} and {v.shape[-2]} rows")
+    if q.shape[-1] == 0 or k.shape[-2] == 0:
+        raise ValueError(
+            f"expected at least one key and a width d >= 1 (the softmax over no keys, or a scale "
+            f"1/sqrt(0), is 0/0), got q {tuple(q.shape)} and k {tuple(k.shape)}"
+        )
+    if not q.dtype == k.dtype == v.dtype and not torch.is_autocast_enabled(q.device.type):
+        raise ValueError(f"q, k and v need one dtype, got {q.dtype}, {k.dtype} and {v.dtype}")
+    if not q.device == k.device == v.device:
+        raise ValueError(f"q, k and v need to be on one device, got {q.device}, {k.device} and {v.device}")
+
+
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -45,19 +101,15 @@ def scaled_dot_product_attention(
         k: (..., N_k, d) keys.
         v: (..., N_k, d_v) values.
         mask: boolean, True where attention is allowed, broadcastable to (..., N_q, N_k).
-        dropout_p: dropout on the weights (used by the model in training only).
+        dropout_p: dropout on the weights, a probability in [0, 1) (used by the model in training only).
     Returns:
         out (..., N_q, d_v) and weights (..., N_q, N_k), each row summing to 1 (before dropout).
+    Raises:
+        ValueError for tensors that do not fit together (see check_qkv), a mask that is not
+        boolean, does not broadcast or hides a whole row (check_mask), or a dropout_p outside [0, 1).
     """
-    if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
-        raise ValueError(
-            f"expected q, k, v with the same number of axes (..., N, d), got "
-            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k need the same width d, got {q.shape[-1]} and {k.shape[-1]}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v need one row per key, got {k.shape[-2]} and {v.shape[-2]} rows")
+    check_qkv(q, k, v)
+    dropout_p = check_probability(dropout_p, "dropout_p")
     d = q.shape[-1]
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., N_q, N_k)
     if mask is not None:
@@ -76,6 +128,8 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     Returns:
         (B, heads, N, D // heads): each head sees every token, in its own slice of the width.
     """
+    check_tensor(x, "x", "(B, N, D)", ndim=3)
+    num_heads = check_whole(num_heads, "num_heads")
     B, N, D = x.shape
     if D % num_heads:
         raise ValueError(f"width {D} is not divisible by num_heads {num_heads}")
@@ -90,6 +144,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     Returns:
         (B, N, heads * head_dim).
     """
+    check_tensor(x, "x", "(B, heads, N, head_dim)", ndim=4)
     B, heads, N, head_dim = x.shape
     return x.transpose(1, 2).reshape(B, N, heads * head_dim)  # (B, N, D)
 
@@ -133,8 +188,9 @@ class MultiHeadSelfAttention(nn.Module):
         proj_drop: float = 0.0,
     ):
         super().__init__()
+        dim, num_heads = check_whole(dim, "dim"), check_whole(num_heads, "num_heads")
         if dim % num_heads:
-            divisors = [h for h in range(1, dim + 1) if dim % h == 0 and h <= 32]
+            divisors = [h for h in range(1, min(dim, 32) + 1) if dim % h == 0]
             raise ValueError(
                 f"embed_dim {dim} is not divisible by num_heads {num_heads}: every head needs an "
                 f"equal share of the width; head counts that fit: {divisors}"
@@ -142,11 +198,11 @@ class MultiHeadSelfAttention(nn.Module):
         self.dim = dim
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
-        self.attn_drop = attn_drop
+        self.attn_drop = check_probability(attn_drop, "attn_drop")
         self.implementation = "auto"  # "auto", "explicit" or "fused": which code computes attention
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)  # q, k, v of all heads in one matmul
+        self.qkv = nn.Linear(dim, 3 * dim, bias=check_flag(qkv_bias, "qkv_bias"))  # q, k, v of all heads in one matmul
         self.proj = nn.Linear(dim, dim)  # mixes the heads' outputs
-        self.proj_drop = nn.Dropout(proj_drop)
+        self.proj_drop = nn.Dropout(check_probability(proj_drop, "proj_drop"))
 
     def uses_fused(self, x: torch.Tensor, return_attention: bool = False) -> bool:
         """Whether forward(x) runs torch's fused kernel: never when the weights are requested; else
@@ -166,12 +222,12 @@ class MultiHeadSelfAttention(nn.Module):
         return_attention: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """(B, N, D) tokens -> (B, N, D); with return_attention, also the weights (B, heads, N, N)."""
-        if x.ndim != 3 or x.shape[-1] != self.dim:
-            raise ValueError(f"expected tokens shaped (B, N, D={self.dim}), got {tuple(x.shape)}")
+        check_tokens(x, self.qkv.weight)
+        check_flag(return_attention, "return_attention")
         B, N, D = x.shape
         qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim)  # (B, N, 3, heads, head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, heads, N, head_dim)
-        dropout_p = self.attn_drop if self.training else 0.0
+        dropout_p = check_probability(self.attn_drop, "attn_drop") if self.training else 0.0
         if self.uses_fused(x, return_attention):
             if mask is not None:
                 check_mask(mask, torch.Size((B, self.num_heads, N, N)))

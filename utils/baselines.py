@@ -5,6 +5,8 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
+from utils.datasets import check_dataset, check_images, check_number
+
 
 class SmallCNN(nn.Module):
     """Two stages of two 3x3 convolutions (the second stage twice as wide, after a 2x2 max-pool),
@@ -17,7 +19,11 @@ class SmallCNN(nn.Module):
     """
 
     def __init__(self, in_channels: int, num_classes: int, width: int = 32):
+        check_number("in_channels", in_channels, integer=True, low=1, meaning=" (C of the images)")
+        check_number("num_classes", num_classes, integer=True, low=1)
+        check_number("width", width, integer=True, low=1, meaning=" (channels of the first stage)")
         super().__init__()
+        self.in_channels = in_channels
         conv = lambda c_in, c_out: [nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU()]  # noqa: E731
         self.features = nn.Sequential(
             *conv(in_channels, width),
@@ -32,11 +38,20 @@ class SmallCNN(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) -> (B, num_classes)."""
+        check_images(images, dtype=self.head.weight.dtype, allow_empty=True)
+        _, channels, height, width = images.shape
+        if channels != self.in_channels:
+            raise ValueError(f"this SmallCNN takes images (B, {self.in_channels}, H, W), got {tuple(images.shape)}")
+        if min(height, width) < 2:
+            raise ValueError(f"images must be at least 2 x 2 pixels (the CNN halves them once), got {height} x {width}")
         return self.head(self.features(images))
 
     @classmethod
     def with_parameters(cls, target: int, in_channels: int, num_classes: int) -> "SmallCNN":
-        """The SmallCNN whose parameter count is closest to `target` (e.g. a ViT's)."""
+        """The SmallCNN whose parameter count is closest to `target` (e.g. a ViT's), its width from 4 to 256."""
+        check_number("target", target, integer=True, low=1, meaning=" of parameters")
+        check_number("in_channels", in_channels, integer=True, low=1, meaning=" (C of the images)")
+        check_number("num_classes", num_classes, integer=True, low=1)
         count = lambda width: sum(p.numel() for p in cls(in_channels, num_classes, width).parameters())  # noqa: E731
         width = min(range(4, 257), key=lambda w: abs(count(w) - target))
         return cls(in_channels, num_classes, width)
@@ -47,7 +62,11 @@ def sklearn_baselines(train: TensorDataset, test: TensorDataset) -> dict[str, fl
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import SVC
 
-    (x_train, y_train), (x_test, y_test) = train.tensors, test.tensors
+    (x_train, y_train), (x_test, y_test) = check_dataset(train, "train"), check_dataset(test, "test")
+    if x_train.shape[1:] != x_test.shape[1:]:
+        raise ValueError(f"train's images are {tuple(x_train.shape[1:])} but test's {tuple(x_test.shape[1:])}")
+    if len(y_train.unique()) < 2:
+        raise ValueError(f"train must hold at least two classes to tell apart, got only {y_train.unique().tolist()}")
     x_train, x_test = x_train.flatten(1).numpy(), x_test.flatten(1).numpy()  # (N, C*H*W)
     models = {
         "logistic regression": LogisticRegression(max_iter=2000),

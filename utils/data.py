@@ -11,6 +11,8 @@ Every training set is an `ImageDataset` (from `utils.datasets`, re-exported here
 
 import importlib.resources
 import importlib.util
+import inspect
+import math
 from pathlib import Path
 
 import matplotlib.cbook
@@ -18,8 +20,14 @@ import numpy as np
 import torch
 from PIL import Image
 
-from utils.datasets import ImageDataset  # also re-exported: `from utils.data import ImageDataset` works
+from utils.datasets import ImageDataset, check_number  # also re-exported: `from utils.data import ImageDataset` works
 from utils.standard_datasets import load_standard_dataset
+
+MAX_SIDE = 4096  # pixels: a photo resized larger only gets blurrier, and a 4096 x 4096 RGB image is 200 MB
+
+
+def _check_side(size) -> None:
+    check_number("size", size, integer=True, low=1, high=MAX_SIDE, meaning=" of pixels per side")
 
 
 def load_sample_image(size: int = 224) -> torch.Tensor:
@@ -30,6 +38,7 @@ def load_sample_image(size: int = 224) -> torch.Tensor:
     Returns:
         image (3, size, size), float32 in [0, 1].
     """
+    _check_side(size)
     path = matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
     with Image.open(path) as photo:
         photo = photo.convert("RGB")
@@ -60,6 +69,7 @@ def load_photos(size: int = 224) -> tuple[torch.Tensor, list[str]]:
     Returns:
         images (4, 3, size, size) float32 in [0, 1], and their names.
     """
+    _check_side(size)
     images = []
     for package, name in PHOTOS.values():
         if package == "matplotlib":
@@ -77,6 +87,7 @@ def load_photos(size: int = 224) -> tuple[torch.Tensor, list[str]]:
 # file spares the lessons importing scikit-learn (about 70 MB on Binder) just to split;
 # tests/test_data.py checks that it equals scikit-learn's split.
 DIGITS_SPLIT_FILE = Path(__file__).parent / "digits_split.npy"
+DIGITS = 1797  # images in scikit-learn's digits
 
 
 def _digits_file() -> Path:
@@ -96,6 +107,14 @@ def load_digits(test_fraction: float = 0.25, seed: int = 0) -> tuple[ImageDatase
     Returns:
         (train, test): images (N, 1, 8, 8) float32 in [0, 1], labels 0-9.
     """
+    check_number("test_fraction", test_fraction, low=0, high=1, low_open=True, high_open=True)
+    check_number("seed", seed, integer=True, low=0, high=2**32 - 1)  # what scikit-learn's random_state takes
+    test_size = math.ceil(test_fraction * DIGITS)  # as train_test_split counts
+    if min(test_size, DIGITS - test_size) < 10:
+        raise ValueError(
+            f"test_fraction={test_fraction} splits the {DIGITS} digits into {DIGITS - test_size} train and "
+            f"{test_size} test images; with every digit in both parts, each needs at least 10"
+        )
     table = np.loadtxt(_digits_file(), delimiter=",")  # (1797, 65): 64 pixels, then the digit
     images = torch.tensor(table[:, :64].reshape(-1, 1, 8, 8) / 16.0, dtype=torch.float32)  # (1797, 1, 8, 8)
     labels = torch.tensor(table[:, 64], dtype=torch.int64)  # (1797,)
@@ -130,6 +149,7 @@ RELATIONAL_TASKS = {
 
 def shape_mask(shape: str, size: int) -> np.ndarray:
     """(size, size) bool mask of one object: a square, disc, triangle (pointing up) or cross."""
+    check_number("size", size, integer=True, low=1)
     r = (size - 1) / 2
     yy, xx = np.mgrid[0:size, 0:size]
     if shape == "square":
@@ -141,6 +161,53 @@ def shape_mask(shape: str, size: int) -> np.ndarray:
     if shape == "cross":
         return (np.abs(xx - r) <= size / 6) | (np.abs(yy - r) <= size / 6)
     raise ValueError(f"unknown shape {shape!r}; expected one of {SHAPES}")
+
+
+PLACEMENT_TRIES = 10_000  # per image; the defaults need about 2 tries ("same_*") or 17 ("orientation")
+MEMORY_LIMIT = 2 * 2**30  # bytes make_relational may use while it draws (Binder has 1 GB in all)
+MIN_SHAPE_SIZE = 5  # below 5 pixels some of the four shapes have the very same pixels
+
+
+def _farthest_apart(task: str, span: int) -> float:
+    """The largest distance between the two object centres that make_relational's placement allows,
+    with `span` positions per axis; for "orientation" the smaller axis differs by at most 3 pixels,
+    and "one above the other" needs two different rows. -1 when no placement exists."""
+    if task != "orientation":
+        return math.hypot(span - 1, span - 1)
+    return math.hypot(span - 1, min(3, span - 2)) if span >= 2 else -1.0
+
+
+def _check_relational(
+    num_images: int, task: str, image_size: int, object_size: int, min_distance: float, noise: float, seed: int
+) -> None:
+    """Raise unless make_relational can draw these images, in bounded time and memory."""
+    if not isinstance(task, str) or task not in RELATIONAL_TASKS:
+        error = ValueError if isinstance(task, str) else TypeError
+        raise error(f"unknown task {task!r}; expected one of {list(RELATIONAL_TASKS)}")
+    check_number("num_images", num_images, integer=True, low=1)
+    check_number("image_size", image_size, integer=True, low=1, meaning=" of pixels per side")
+    smallest = MIN_SHAPE_SIZE if task == "same_shape" else 1
+    check_number("object_size", object_size, integer=True, low=smallest, high=image_size, meaning=" of pixels")
+    check_number("noise", noise, low=0, meaning=" (the background's standard deviation)")
+    check_number("seed", seed, integer=True, low=0)
+    apart = round(object_size * math.sqrt(2), 2)  # centres this far apart: the two objects cannot overlap
+    why = " of pixels between the centres (at least object_size x 1.41, or the objects could overlap)"
+    check_number("min_distance", min_distance, low=apart, meaning=why)
+    farthest = _farthest_apart(task, image_size - object_size + 1)
+    if farthest < min_distance:
+        how = " nearly in one row or one column (task='orientation')" if task == "orientation" else ""
+        raise ValueError(
+            f"two objects of {object_size} x {object_size} pixels{how} can be at most {max(farthest, 0):.1f} pixels "
+            f"apart (centre to centre) in images of {image_size} x {image_size}, less than "
+            f"min_distance={min_distance}: use a larger image_size, a smaller object_size or a smaller min_distance"
+        )
+    needed = num_images * image_size**2 * (3 * 12 + 1)  # float64 noise, its float32 copy, the masks
+    if needed > MEMORY_LIMIT:
+        raise ValueError(
+            f"make_relational(num_images={num_images}, image_size={image_size}) would need about "
+            f"{needed / 2**30:.1f} GB of memory to draw, more than {MEMORY_LIMIT / 2**30:.0f} GB: "
+            "ask for fewer or smaller images"
+        )
 
 
 def make_relational(
@@ -162,12 +229,16 @@ def make_relational(
     far-apart objects can solve it, and "orientation" needs to know where patches are.
     Deterministic given `seed`.
 
+    min_distance must be at least object_size x sqrt(2) (the objects never overlap) and no more
+    than the image leaves room for; "same_shape" needs object_size >= 5 (smaller shapes look
+    alike). Settings that cannot be drawn, or only in too many tries or too much memory, raise
+    a ValueError with the numbers.
+
     Returns:
         ImageDataset with images (N, 3, H, W) in [0, 1], labels (N,), and `object_masks`
         (N, H, W) bool, True on the objects' pixels (to check where a model looks).
     """
-    if task not in RELATIONAL_TASKS:
-        raise ValueError(f"unknown task {task!r}; expected one of {list(RELATIONAL_TASKS)}")
+    _check_relational(num_images, task, image_size, object_size, min_distance, noise, seed)
     rng = np.random.default_rng(seed)
     colours = np.array(list(COLOURS.values()), dtype=np.float32)  # (4, 3)
     images = rng.normal(0.08, noise, size=(num_images, image_size, image_size, 3)).astype(np.float32)
@@ -176,13 +247,19 @@ def make_relational(
     rng.shuffle(labels)
     span = image_size - object_size + 1
     for i, label in enumerate(labels):
-        while True:  # two top-left corners whose object centres are far enough apart
+        for _ in range(PLACEMENT_TRIES):  # two top-left corners whose object centres are far enough apart
             corners = rng.integers(0, span, size=(2, 2))  # (object, (top, left))
             rows_apart, cols_apart = np.abs(corners[0] - corners[1])
             if np.hypot(rows_apart, cols_apart) < min_distance:
                 continue
             if task != "orientation" or (min(rows_apart, cols_apart) <= 3 and (rows_apart > cols_apart) == label):
                 break  # for "orientation": nearly in one row (label 0) or one column (label 1)
+        else:
+            raise ValueError(
+                f"found no place for two objects at least min_distance={min_distance} pixels apart in "
+                f"{PLACEMENT_TRIES} random tries (image {i}): such places are too rare in a {image_size} x "
+                f"{image_size} image; use a smaller min_distance or a larger image_size"
+            )
         if task == "orientation":
             colour_ids, shape_ids = rng.integers(0, len(colours), size=2), rng.integers(0, len(SHAPES), size=2)
         else:
@@ -207,6 +284,8 @@ def load_relational(
     train_size: int = 4000, test_size: int = 1000, task: str = "same_colour", seed: int = 0
 ) -> tuple[ImageDataset, ImageDataset]:
     """A train and a test set of `make_relational` images, drawn from different seeds."""
+    check_number("train_size", train_size, integer=True, low=1)
+    check_number("test_size", test_size, integer=True, low=1)
     train = make_relational(train_size, task=task, seed=seed)
     test = make_relational(test_size, task=task, seed=seed + 1_000_003)
     return train, test
@@ -223,8 +302,15 @@ def load_training_set(name: str = "digits", **options) -> tuple[ImageDataset, Im
 
     Extra keyword arguments go to the loader (e.g. task="same_shape" for "relational").
     """
-    if name in BUNDLED:
-        return BUNDLED[name](**options)
-    if name in STANDARD:
-        return load_standard_dataset(name, **options)
-    raise ValueError(f"unknown training set {name!r}; expected one of {list(BUNDLED) + list(STANDARD)}")
+    names = list(BUNDLED) + list(STANDARD)
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, one of {names}, got {name!r}")
+    if name not in names:
+        hint = f" (did you mean {name.lower()!r}?)" if name.lower() in names else ""
+        raise ValueError(f"unknown training set {name!r}; expected one of {names}{hint}")
+    loader = BUNDLED.get(name, load_standard_dataset)
+    parameters = [p for p in inspect.signature(loader).parameters if p != "name"]
+    unknown = [option for option in options if option not in parameters]
+    if unknown:
+        raise TypeError(f"load_training_set({name!r}) takes the options {parameters}, got {unknown}")
+    return loader(**options) if name in BUNDLED else loader(name, **options)

@@ -6,13 +6,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.patches import to_2tuple
+from utils.patches import check_flag, check_positive, check_tensor, check_whole, to_2tuple
 
 POS_EMBED_KINDS = ("learned", "sincos", "none")
 
 
 def trunc_normal_(tensor: torch.Tensor, std: float = 0.02) -> torch.Tensor:
     """Fill in place from a normal(0, std) cut off at two standard deviations (the ViT init)."""
+    check_tensor(tensor, "tensor", "(...)")
+    if not tensor.is_floating_point():
+        raise ValueError(f"expected a floating-point tensor to fill, got {tensor.dtype}")
+    std = check_positive(std, "std")
     return nn.init.trunc_normal_(tensor, mean=0.0, std=std, a=-2 * std, b=2 * std)
 
 
@@ -25,6 +29,8 @@ def prepend_cls_token(tokens: torch.Tensor, cls_token: torch.Tensor) -> torch.Te
     Returns:
         (B, N + 1, D), the class token at index 0.
     """
+    check_tensor(tokens, "tokens", "(B, N, D)", ndim=3)
+    check_tensor(cls_token, "cls_token", "(1, 1, D)")
     if cls_token.shape != (1, 1, tokens.shape[-1]):
         raise ValueError(f"expected a class token shaped (1, 1, D={tokens.shape[-1]}), got {tuple(cls_token.shape)}")
     B = tokens.shape[0]
@@ -41,6 +47,8 @@ def grid_coordinates(rows: int, cols: int) -> torch.Tensor:
         whole = operator.index(rows), operator.index(cols)  # Python, NumPy or torch integers
     except TypeError:
         whole = (0, 0)
+    if isinstance(rows, bool) or isinstance(cols, bool):  # True is an int to Python, but no grid size
+        whole = (0, 0)
     if min(whole) < 1:
         raise ValueError(f"expected a grid of positive whole numbers of rows and columns, got {rows!r} x {cols!r}")
     rows, cols = whole
@@ -52,12 +60,15 @@ def sincos_1d(positions: torch.Tensor, dim: int) -> torch.Tensor:
     """Fixed sin-cos code of 1-D positions, as in "Attention Is All You Need".
 
     Args:
-        positions: (M,) positions, integers or not.
-        dim: even width; the first half holds sines, the second half cosines.
+        positions: (M,) finite positions, integers or not.
+        dim: even width >= 2; the first half holds sines, the second half cosines.
     Returns:
         (M, dim); frequencies fall geometrically from 1 to 1/10000.
     """
-    if dim % 2:
+    check_tensor(positions, "positions", "(M,)", ndim=1)
+    if positions.is_complex() or not positions.isfinite().all():
+        raise ValueError("expected finite real positions, got NaN, infinite or complex values")
+    if check_whole(dim, "dim") % 2:
         raise ValueError(f"a sin-cos code needs an even width, got {dim}")
     omega = 1.0 / 10000 ** (torch.arange(dim // 2, dtype=torch.float64) / (dim // 2))  # (dim/2,)
     angles = positions.to(torch.float64)[:, None] * omega[None, :]  # (M, dim/2)
@@ -76,14 +87,34 @@ def sincos_pos_embed_2d(grid_size: int | tuple[int, int], embed_dim: int, cls_to
     Returns:
         (1, T, D), T = rows * cols (+ 1 with a class token), in row-major patch order.
     """
-    if embed_dim % 4:
+    if check_whole(embed_dim, "embed_dim") % 4:
         raise ValueError(f"2-D sin-cos embeddings need embed_dim divisible by 4, got {embed_dim}")
-    rows, cols = to_2tuple(grid_size)
+    rows, cols = to_2tuple(grid_size, "grid_size")
+    check_flag(cls_token, "cls_token")
     row_of, col_of = grid_coordinates(rows, cols).unbind(dim=1)  # each (N,): 0,0,..,1,1,.. and 0,1,..,0,1,..
     table = torch.cat([sincos_1d(col_of, embed_dim // 2), sincos_1d(row_of, embed_dim // 2)], dim=1)  # (N, D)
     if cls_token:
         table = torch.cat([torch.zeros(1, embed_dim), table], dim=0)  # (N + 1, D)
     return table.unsqueeze(0)  # (1, T, D)
+
+
+def position_table(pos_embed: torch.Tensor, num_prefix_tokens: int = 1) -> torch.Tensor:
+    """The (N, D) patch entries of a (1, prefix + N, D) or (prefix + N, D) position table; an error
+    for another shape, a non-float table, or no patch entry left after the prefix."""
+    check_tensor(pos_embed, "pos_embed", "(1, prefix + N, D) or (prefix + N, D)")
+    prefix = check_whole(num_prefix_tokens, "num_prefix_tokens", minimum=0)
+    if not (pos_embed.ndim == 2 or (pos_embed.ndim == 3 and pos_embed.shape[0] == 1)) or pos_embed.shape[-1] == 0:
+        raise ValueError(
+            f"expected a position table shaped (1, prefix + N, D) or (prefix + N, D), got {tuple(pos_embed.shape)}"
+        )
+    if pos_embed.shape[-2] <= prefix:
+        raise ValueError(
+            f"a position table of {pos_embed.shape[-2]} entries has no patch entry after "
+            f"num_prefix_tokens={prefix}; expected prefix + N entries with N >= 1"
+        )
+    if not pos_embed.is_floating_point():
+        raise ValueError(f"expected a floating-point position table, got {pos_embed.dtype}")
+    return pos_embed.reshape(-1, pos_embed.shape[-1])[prefix:]  # (N, D)
 
 
 def pos_embed_similarity(pos_embed: torch.Tensor, num_prefix_tokens: int = 1) -> torch.Tensor:
@@ -95,9 +126,9 @@ def pos_embed_similarity(pos_embed: torch.Tensor, num_prefix_tokens: int = 1) ->
         pos_embed: (1, prefix + N, D) or (prefix + N, D) position table.
         num_prefix_tokens: leading entries that are not patch positions (the class token).
     Returns:
-        (N, N), entry [i, j] = cos(pos_i, pos_j), 1 on the diagonal.
+        (N, N), entry [i, j] = cos(pos_i, pos_j), 1 on the diagonal (0 for an all-zero entry).
     """
-    table = pos_embed.reshape(-1, pos_embed.shape[-1])[num_prefix_tokens:]  # (N, D)
+    table = position_table(pos_embed, num_prefix_tokens)  # (N, D)
     unit = F.normalize(table.float(), dim=-1)  # (N, D), each row of length 1
     return unit @ unit.T  # (N, N)
 
@@ -116,9 +147,13 @@ def neighbour_similarity(similarity: torch.Tensor, grid_size: int | tuple[int, i
         grid_size: patches per side (or (rows, cols)).
     Returns:
         (near, far): the mean over pairs 1 patch apart (up, down, left, right), and over pairs at
-        least half the longer grid side apart; rounded to 3 decimals, for printing.
+        least half the longer grid side apart; rounded to 3 decimals, for printing. A grid needs
+        at least two positions (a 1 x 1 grid has no pairs to average).
     """
-    rows, cols = to_2tuple(grid_size)
+    rows, cols = to_2tuple(grid_size, "grid_size")
+    check_tensor(similarity, "similarity", "(N, N)")
+    if rows * cols < 2:
+        raise ValueError(f"a {rows} x {cols} grid has no pairs of positions to compare; it needs at least 2 positions")
     if similarity.shape != (rows * cols, rows * cols):
         raise ValueError(
             f"expected an (N, N) similarity matrix with N = {rows} x {cols} = {rows * cols}, "
@@ -146,16 +181,20 @@ def resize_pos_embed(
         pos_embed: (1, prefix + old_rows * old_cols, D).
         old_grid, new_grid: patches per side (or (rows, cols)) before and after.
     Returns:
-        (1, prefix + new_rows * new_cols, D).
+        (1, prefix + new_rows * new_cols, D), in the table's dtype.
     """
-    old_rows, old_cols = to_2tuple(old_grid)
-    new_rows, new_cols = to_2tuple(new_grid)
+    old_rows, old_cols = to_2tuple(old_grid, "old_grid")
+    new_rows, new_cols = to_2tuple(new_grid, "new_grid")
+    num_prefix_tokens = check_whole(num_prefix_tokens, "num_prefix_tokens", minimum=0)
     expected = num_prefix_tokens + old_rows * old_cols
+    check_tensor(pos_embed, "pos_embed", f"(1, {expected}, D)")
     if pos_embed.ndim != 3 or pos_embed.shape[0] != 1 or pos_embed.shape[1] != expected:
         raise ValueError(
             f"expected a position table shaped (1, {expected}, D) for a {old_rows}x{old_cols} grid "
             f"with {num_prefix_tokens} prefix token(s), got {tuple(pos_embed.shape)}"
         )
+    if not pos_embed.is_floating_point():
+        raise ValueError(f"expected a floating-point position table, got {pos_embed.dtype}")
     if (old_rows, old_cols) == (new_rows, new_cols):
         return pos_embed.clone()
     D = pos_embed.shape[-1]

@@ -3,7 +3,16 @@
 import torch
 from torch import nn
 
-from utils.attention import MultiHeadSelfAttention
+from utils.attention import MultiHeadSelfAttention, check_tokens
+from utils.patches import check_flag, check_positive, check_probability, check_whole
+
+
+def mlp_hidden_dim(dim: int, mlp_ratio: float) -> int:
+    """The MLP's hidden width int(dim * mlp_ratio); an error unless mlp_ratio > 0 gives at least one unit."""
+    hidden = int(dim * check_positive(mlp_ratio, "mlp_ratio"))
+    if hidden < 1:
+        raise ValueError(f"mlp_ratio {mlp_ratio} gives int({dim} * {mlp_ratio}) = 0 hidden units; it needs at least 1")
+    return hidden
 
 
 class MLP(nn.Module):
@@ -12,11 +21,13 @@ class MLP(nn.Module):
     Args:
         dim: token width D (in and out).
         hidden_dim: width of the hidden layer, usually 4 * D.
-        dropout: dropout after the activation and after the second layer.
+        dropout: dropout after the activation and after the second layer, in [0, 1).
     """
 
     def __init__(self, dim: int, hidden_dim: int, dropout: float = 0.0):
         super().__init__()
+        dim, hidden_dim = check_whole(dim, "dim"), check_whole(hidden_dim, "hidden_dim")
+        dropout = check_probability(dropout, "dropout")
         self.fc1 = nn.Linear(dim, hidden_dim)
         self.act = nn.GELU()
         self.drop1 = nn.Dropout(dropout)
@@ -24,7 +35,8 @@ class MLP(nn.Module):
         self.drop2 = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) -> (B, T, D)."""
+        """(B, T, D) -> (B, T, D); any leading axes work, (..., D) -> (..., D)."""
+        check_tokens(x, self.fc1.weight, any_leading=True)
         x = self.drop1(self.act(self.fc1(x)))  # (B, T, hidden_dim)
         return self.drop2(self.fc2(x))  # (B, T, D)
 
@@ -38,12 +50,12 @@ class EncoderBlock(nn.Module):
     Args:
         dim: token width D.
         num_heads: attention heads; must divide dim.
-        mlp_ratio: MLP hidden width as a multiple of D.
+        mlp_ratio: MLP hidden width as a multiple of D (> 0, at least one hidden unit).
         qkv_bias: bias in the query/key/value projection.
-        dropout: dropout after the attention projection and in the MLP.
-        attn_dropout: dropout on the attention weights.
+        dropout: dropout after the attention projection and in the MLP, in [0, 1).
+        attn_dropout: dropout on the attention weights, in [0, 1).
         norm_first: pre-norm (True, as in ViT) or post-norm (False).
-        norm_eps: LayerNorm epsilon.
+        norm_eps: LayerNorm epsilon, > 0.
     """
 
     def __init__(
@@ -58,11 +70,15 @@ class EncoderBlock(nn.Module):
         norm_eps: float = 1e-6,
     ):
         super().__init__()
-        self.norm_first = norm_first
+        dim, hidden_dim = check_whole(dim, "dim"), mlp_hidden_dim(dim, mlp_ratio)
+        norm_eps = check_positive(norm_eps, "norm_eps")
+        check_probability(dropout, "dropout")  # checked here too, so that the errors name this block's arguments
+        check_probability(attn_dropout, "attn_dropout")
+        self.norm_first = check_flag(norm_first, "norm_first")
         self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
         self.attn = MultiHeadSelfAttention(dim, num_heads, qkv_bias, attn_dropout, dropout)
         self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
-        self.mlp = MLP(dim, int(dim * mlp_ratio), dropout)
+        self.mlp = MLP(dim, hidden_dim, dropout)
 
     def forward(
         self,
@@ -71,6 +87,7 @@ class EncoderBlock(nn.Module):
         return_attention: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """(B, T, D) -> (B, T, D); with return_attention, also the weights (B, heads, T, T)."""
+        check_tokens(x, self.attn.qkv.weight)  # before norm1: pre- and post-norm blocks refuse alike
         # the weights are built only when asked for; otherwise attention may take its fast path
         attended = self.attn(self.norm1(x) if self.norm_first else x, mask, return_attention=return_attention)
         if return_attention:

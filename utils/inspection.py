@@ -7,7 +7,39 @@ Every function takes tensors (a model's attention weights or parameters), never 
 import torch
 
 from utils.embeddings import grid_coordinates
-from utils.patches import to_2tuple
+from utils.patches import check_flag, check_tensor, check_whole, to_2tuple
+
+
+def check_attention(attn: torch.Tensor, name: str = "attn") -> None:
+    """Raise unless `attn` is attention weights (depth, B, heads, T, T), as returned by
+    `model(images, return_attention=True)`: at least one layer and token, floating point, finite
+    and non-negative (weights, not the scores before the softmax)."""
+    shape = "(depth, B, heads, T, T)"
+    check_tensor(attn, name, shape)
+    if attn.ndim != 5 or attn.shape[-1] != attn.shape[-2]:
+        raise ValueError(f"expected attention weights {shape}, got {tuple(attn.shape)}")
+    if attn.shape[0] == 0 or attn.shape[-1] == 0:
+        raise ValueError(f"expected at least one layer and one token in {name} {shape}, got {tuple(attn.shape)}")
+    if not attn.is_floating_point():
+        raise ValueError(f"expected floating-point attention weights, got {attn.dtype}")
+    if attn.numel() and not (attn.isfinite().all() and attn.min() >= 0):
+        raise ValueError(
+            f"expected attention weights (finite, >= 0: the softmax's output), got values from "
+            f"{attn.min().item():.3g} to {attn.max().item():.3g}; pass the weights, not the scores"
+        )
+
+
+def check_grid(num_tokens: int, grid_size: int | tuple[int, int], num_prefix_tokens: int, what: str) -> tuple[int, int]:
+    """The (rows, cols) of `grid_size`; an error unless num_tokens = num_prefix_tokens + rows * cols.
+
+    Args:
+        what: the tensor the tokens were counted in, for the message ("weights of shape (...)").
+    """
+    rows, cols = to_2tuple(grid_size, "grid_size")
+    prefix = check_whole(num_prefix_tokens, "num_prefix_tokens", minimum=0)
+    if num_tokens != prefix + rows * cols:
+        raise ValueError(f"expected {prefix} + {rows} x {cols} = {prefix + rows * cols} tokens, got {what}")
+    return rows, cols
 
 
 def attention_rollout(attn: torch.Tensor, residual: bool = True) -> torch.Tensor:
@@ -19,12 +51,19 @@ def attention_rollout(attn: torch.Tensor, residual: bool = True) -> torch.Tensor
     matrices are then multiplied, first layer on the right.
 
     Args:
-        attn: (depth, B, heads, T, T) weights, as returned by `model(images, return_attention=True)`.
+        attn: (depth, B, heads, T, T) weights, as returned by `model(images, return_attention=True)`;
+            each row sums to 1.
     Returns:
         (B, T, T), each row summing to 1.
     """
-    if attn.ndim != 5 or attn.shape[-1] != attn.shape[-2]:
-        raise ValueError(f"expected attention weights (depth, B, heads, T, T), got {tuple(attn.shape)}")
+    check_attention(attn)
+    residual = check_flag(residual, "residual")
+    row_sums = attn.sum(dim=-1)  # (depth, B, heads, T)
+    if row_sums.numel() and (row_sums - 1).abs().max() > 1e-2:
+        raise ValueError(
+            "expected attention weights whose rows sum to 1 (a softmax over the keys), got row sums "
+            f"from {row_sums.min().item():.3g} to {row_sums.max().item():.3g}"
+        )
     layers = attn.mean(dim=2)  # (depth, B, T, T): heads averaged
     if residual:
         layers = layers + torch.eye(layers.shape[-1], dtype=layers.dtype, device=layers.device)
@@ -43,15 +82,20 @@ def cls_attention_map(
     Args:
         weights: (..., T, T) weights (one layer and head, a mean, or a rollout); row 0 is the
             class token's.
+        grid_size: patches per side (or (rows, cols)); T = num_prefix_tokens + rows * cols.
+        num_prefix_tokens: leading tokens that are not patches, >= 1 (token 0, the class token).
     Returns:
         (..., rows, cols): the class token's weight on each patch (the weight on itself left out).
     """
-    rows, cols = to_2tuple(grid_size)
-    if weights.shape[-1] != num_prefix_tokens + rows * cols:
+    check_tensor(weights, "weights", "(..., T, T)")
+    if weights.ndim < 2 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(f"expected square weights (..., T, T), got {tuple(weights.shape)}")
+    if check_whole(num_prefix_tokens, "num_prefix_tokens", minimum=0) == 0:
         raise ValueError(
-            f"expected {num_prefix_tokens} + {rows} x {cols} = {num_prefix_tokens + rows * cols} tokens, "
-            f"got weights of shape {tuple(weights.shape)}"
+            "num_prefix_tokens=0 means there is no class token (a mean-pool model): row 0 would be "
+            "a patch's attention; expected num_prefix_tokens >= 1"
         )
+    rows, cols = check_grid(weights.shape[-1], grid_size, num_prefix_tokens, f"weights of shape {tuple(weights.shape)}")
     row = weights[..., 0, num_prefix_tokens:]  # (..., N)
     return row.reshape(*row.shape[:-1], rows, cols)  # (..., rows, cols)
 
@@ -60,25 +104,47 @@ def patch_coverage(masks: torch.Tensor, patch_size: int) -> torch.Tensor:
     """Which patches a pixel mask touches.
 
     Args:
-        masks: (B, H, W) bool, e.g. the objects of `make_relational`.
+        masks: (B, H, W) bool, e.g. the objects of `make_relational`; H and W multiples of patch_size.
     Returns:
         (B, H/P, W/P) bool, True for every patch holding at least one True pixel.
     """
+    P = check_whole(patch_size, "patch_size")
+    check_tensor(masks, "masks", "(B, H, W)", ndim=3)
+    if masks.dtype != torch.bool:
+        raise ValueError(f"expected boolean masks, got {masks.dtype}; from pixel values make one, e.g. `masks > 0.5`")
     B, H, W = masks.shape
-    P = patch_size
+    if H % P or W % P:
+        raise ValueError(f"mask size {H}x{W} is not divisible by the patch size {P}")
     return masks.reshape(B, H // P, P, W // P, P).any(dim=4).any(dim=2)  # (B, rows, cols)
 
 
 def attention_share(maps: torch.Tensor, regions: torch.Tensor) -> torch.Tensor:
     """The fraction of each attention map that falls inside a region of the patch grid.
 
+    An empty region holds a share of 0. A map with no attention at all (all zeros) has no share
+    to give: it raises a ValueError rather than return 0/0 = NaN.
+
     Args:
-        maps: (B, rows, cols) non-negative attention over patches.
-        regions: (B, rows, cols) bool.
+        maps: (B, rows, cols) non-negative attention over patches, each with a positive sum.
+        regions: (B, rows, cols) bool, the same shape.
     Returns:
         (B,) in [0, 1]; compare with regions.float().mean((1, 2)), the share of uniform attention.
     """
-    return (maps * regions).sum(dim=(1, 2)) / maps.sum(dim=(1, 2))
+    check_tensor(maps, "maps", "(B, rows, cols)", ndim=3)
+    check_tensor(regions, "regions", "(B, rows, cols)")
+    if regions.shape != maps.shape:
+        raise ValueError(f"expected regions of the maps' shape {tuple(maps.shape)}, got {tuple(regions.shape)}")
+    if regions.dtype != torch.bool:
+        raise ValueError(f"expected boolean regions (True inside), got {regions.dtype}")
+    if not maps.is_floating_point():
+        raise ValueError(f"expected floating-point attention maps, got {maps.dtype}")
+    if maps.numel() and not (maps.isfinite().all() and maps.min() >= 0):
+        raise ValueError("expected attention maps that are finite and >= 0, got NaN, infinite or negative values")
+    totals = maps.sum(dim=(1, 2))  # (B,)
+    if not (totals > 0).all():
+        empty = (totals <= 0).nonzero().flatten().tolist()
+        raise ValueError(f"the maps of images {empty} are all zero: no attention to share out")
+    return (maps * regions).sum(dim=(1, 2)) / totals
 
 
 def mean_attention_distance(
@@ -89,17 +155,27 @@ def mean_attention_distance(
     weights renormalised over the patches), averaged over queries and images.
 
     Args:
-        attn: (depth, B, heads, T, T) weights.
+        attn: (depth, B, heads, T, T) weights, T = num_prefix_tokens + rows * cols; every patch
+            query must put some weight on the patches.
+        grid_size: patches per side (or (rows, cols)).
+        patch_size: side P of a patch, in pixels.
     Returns:
         (depth, heads) mean distances in pixels.
     """
-    rows, cols = to_2tuple(grid_size)
+    check_attention(attn)
+    rows, cols = check_grid(attn.shape[-1], grid_size, num_prefix_tokens, f"attn of shape {tuple(attn.shape)}")
+    patch_size = check_whole(patch_size, "patch_size")
     positions = grid_coordinates(rows, cols).to(attn.dtype) * patch_size  # (N, 2) patch corners, pixels
     distance = torch.cdist(positions, positions)  # (N, N)
     patches = attn[..., num_prefix_tokens:, num_prefix_tokens:]  # (depth, B, heads, N, N), a view
     # weighted distances summed over the keys, then renormalised: no (depth, B, heads, N, N) copy
     weighted = torch.einsum("...qk,qk->...q", patches, distance.to(attn.device))  # (depth, B, heads, N)
-    per_query = weighted / patches.sum(dim=-1)  # (depth, B, heads, N)
+    on_patches = patches.sum(dim=-1)  # (depth, B, heads, N)
+    if not (on_patches > 0).all():
+        raise ValueError(
+            "a patch query puts all its weight on the class token: its distance to the patches is undefined (0/0)"
+        )
+    per_query = weighted / on_patches  # (depth, B, heads, N)
     return per_query.mean(dim=(1, 3))  # (depth, heads)
 
 
@@ -107,15 +183,27 @@ def patch_embedding_components(weight: torch.Tensor, count: int = 8) -> tuple[to
     """Principal components of the patch-embedding filters (ViT paper, Fig. 7 left).
 
     Args:
-        weight: (D, C, P, P), the `patch_embed.proj` weight: one filter per token feature.
+        weight: (D, C, P, P), the `patch_embed.proj` weight: one filter per token feature; at
+            least two filters that are not all the same.
+        count: how many components, 1 .. min(D, C*P*P).
     Returns:
         components (count, C, P, P), unit length, the directions of largest variance among the
         D filters, and the share of the variance each explains (count,).
     """
-    D, C, P, _ = weight.shape
+    check_tensor(weight, "weight", "(D, C, P, P)", ndim=4)
+    D, C, P, P2 = weight.shape
+    if P != P2 or min(D, C, P) == 0 or not weight.is_floating_point():
+        raise ValueError(f"expected float filters shaped (D, C, P, P), got {weight.dtype} {tuple(weight.shape)}")
+    if D < 2:
+        raise ValueError(f"expected at least 2 filters (D >= 2) to find directions of variance, got {D}")
+    count = check_whole(count, "count")
+    if count > min(D, C * P * P):
+        raise ValueError(f"count must be at most min(D, C*P*P) = {min(D, C * P * P)} for {D} filters, got {count}")
     filters = weight.detach().reshape(D, C * P * P).double()  # (D, C*P*P)
     centred = filters - filters.mean(dim=0)
     _, singular, directions = torch.linalg.svd(centred, full_matrices=False)  # directions (k, C*P*P)
     variance = singular**2
+    if not variance.sum() > 0:  # also False for NaN
+        raise ValueError(f"the {D} filters are all the same (or not finite): they have no variance to split")
     share = variance[:count] / variance.sum()
     return directions[:count].reshape(-1, C, P, P).float(), share.float()

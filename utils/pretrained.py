@@ -6,6 +6,7 @@ key and value projections apart, so it is renamed and fused first (`hf_to_timm`,
 Reading weight files, the cache and the download are `utils.weights`'.
 """
 
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -14,8 +15,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from utils.patches import WrongTypeError, check_whole
 from utils.vit import VisionTransformer, ViTConfig
-from utils.weights import VIT_B16_REPO, read_safetensors, vit_b16_path
+from utils.weights import VIT_B16_REPO, TensorEntry, read_safetensors, read_safetensors_header, vit_b16_path
 
 # Heads of the published ViT/DeiT sizes (every head 64 wide): Ti, S, B, L.
 KNOWN_NUM_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16}
@@ -33,6 +35,38 @@ VIT_B16_HF_CONFIG = {
 }
 
 
+def check_state_dict(state_dict, caller: str) -> Mapping[str, torch.Tensor]:
+    """`state_dict` if it is a mapping of names to tensors; else a TypeError (a path, a model, a
+    list) or a ValueError (entries that are no tensors) that says what to pass to `caller` instead."""
+    if isinstance(state_dict, (str, Path)):
+        raise WrongTypeError(
+            f"{caller} takes the tensors, not a file's path ({state_dict}): read them first, "
+            "load_checkpoint(path) or read_safetensors(path) from utils.weights"
+        )
+    if isinstance(state_dict, nn.Module):
+        raise WrongTypeError(f"{caller} takes a state dict, got a {type(state_dict).__name__}: pass model.state_dict()")
+    if not isinstance(state_dict, Mapping):
+        raise WrongTypeError(f"{caller} takes a state dict {{name: tensor}}, got a {type(state_dict).__name__}")
+    others = [
+        f"{name} ({type(value).__name__})" for name, value in state_dict.items() if not isinstance(value, torch.Tensor)
+    ]
+    if others:
+        raise ValueError(
+            f"{caller} takes a state dict of tensors; these entries are no tensors: {', '.join(others[:5])}"
+        )
+    return state_dict
+
+
+def _check_num_heads(num_heads, width: int) -> None:
+    """A ValueError unless num_heads is a whole number >= 1 that divides the width."""
+    if width % check_whole(num_heads, "num_heads"):
+        divisors = [h for h in range(1, width + 1) if width % h == 0]
+        raise ValueError(
+            f"num_heads={num_heads} does not divide the checkpoint's width {width}; every head needs an equal "
+            f"share: one of {divisors}"
+        )
+
+
 def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int | None = None, **overrides) -> ViTConfig:
     """Read a ViT's shape off its timm-layout tensors.
 
@@ -44,10 +78,17 @@ def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int |
     (192, 384, 768, 1024: heads 64 wide). norm_eps stays timm's 1e-6. `overrides` win over all
     of it (pos_embed="sincos" for a fixed table, image_size for a model without positions).
     """
+    check_state_dict(state_dict, "config_from_state_dict")
     if "patch_embed.proj.weight" not in state_dict:
-        raise ValueError("not a timm-layout ViT state dict: it has no 'patch_embed.proj.weight'")
+        hint = (
+            "; it looks like Hugging Face's layout: use from_hf" if any("embeddings." in k for k in state_dict) else ""
+        )
+        raise ValueError(f"not a timm-layout ViT state dict: it has no 'patch_embed.proj.weight'{hint}")
+    _check_ndim(state_dict, "patch_embed.proj.weight", 4, "(D, C, P, P)")
     D, C, P, _ = state_dict["patch_embed.proj.weight"].shape  # (D, C, P, P)
     blocks = {int(m[1]) for name in state_dict if (m := re.match(r"blocks\.(\d+)\.", name))}
+    if blocks:
+        _check_ndim(state_dict, "blocks.0.mlp.fc1.weight", 2, "(hidden, D)")
     hidden = state_dict["blocks.0.mlp.fc1.weight"].shape[0] if blocks else 4 * D  # (hidden, D)
     mlp_ratio = hidden / D
     if int(D * mlp_ratio) != hidden:  # the model builds int(D * mlp_ratio) units: round up a hair
@@ -59,7 +100,7 @@ def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int |
         depth=max(blocks, default=-1) + 1,
         mlp_ratio=mlp_ratio,
         qkv_bias="blocks.0.attn.qkv.bias" in state_dict,
-        num_classes=state_dict["head.weight"].shape[0] if "head.weight" in state_dict else 0,
+        num_classes=_check_ndim(state_dict, "head.weight", 2, "(classes, D)")[0] if "head.weight" in state_dict else 0,
         pool="cls" if "cls_token" in state_dict else "mean",
         pos_embed="learned" if "pos_embed" in state_dict else "none",
         norm_eps=1e-6,
@@ -68,7 +109,7 @@ def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int |
     if "image_size" not in fields:
         if "pos_embed" not in state_dict:
             raise ValueError("no pos_embed to read the image size from: pass image_size=...")
-        num_patches = state_dict["pos_embed"].shape[1] - (fields["pool"] == "cls")  # N = T - prefix
+        num_patches = _check_ndim(state_dict, "pos_embed", 3, "(1, T, D)")[1] - (fields["pool"] == "cls")  # N
         side = math.isqrt(num_patches)
         if side * side != num_patches:
             raise ValueError(f"{num_patches} patch positions are no square grid: pass image_size=(H, W)")
@@ -81,7 +122,27 @@ def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int |
                 "config={'num_attention_heads': ...})"
             )
         num_heads = KNOWN_NUM_HEADS[D]
+    _check_num_heads(num_heads, D)
     return ViTConfig(num_heads=num_heads, **fields)
+
+
+def _check_ndim(state_dict: Mapping[str, torch.Tensor], name: str, ndim: int, shape: str) -> torch.Size:
+    """The shape of state_dict[name]; a ValueError if it is missing or not `ndim`-D."""
+    if name not in state_dict:
+        raise ValueError(f"not a timm-layout ViT state dict: it has no {name!r} {shape}")
+    if state_dict[name].ndim != ndim:
+        raise ValueError(f"{name} should be {shape}, got shape {tuple(state_dict[name].shape)}")
+    return state_dict[name].shape
+
+
+def as_float32(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The tensors in float32, the dtype of the course's models: float16, bfloat16 and float64
+    checkpoints are converted (float32 tensors are kept as they are, not copied). A tensor of
+    another kind (integers, bool: a quantised checkpoint?) raises a ValueError naming it."""
+    others = [f"{name} ({tensor.dtype})" for name, tensor in state_dict.items() if not tensor.is_floating_point()]
+    if others:
+        raise ValueError(f"expected floating-point weights; these tensors are not: {', '.join(others[:5])}")
+    return {name: tensor.float() for name, tensor in state_dict.items()}
 
 
 def from_timm(
@@ -92,9 +153,12 @@ def from_timm(
     With assign=True the model takes the tensors themselves instead of copies (it is built on
     PyTorch's "meta" device, which allocates nothing): half the peak memory for a big checkpoint,
     but the model and `state_dict` then share their memory, so pass a dict nobody else uses.
+    The model is float32 whatever the file's dtype: float16, bfloat16 and float64 tensors are
+    converted (as_float32; with assign=True the model then holds the converted copies).
     Raises a ValueError that lists the missing keys, the unexpected keys and the tensors of
     another shape (named by VisionTransformer.load_state_dict), so nothing loads half-way.
     """
+    state_dict = as_float32(check_state_dict(state_dict, "from_timm"))
     config = config_from_state_dict(state_dict, num_heads, **overrides)
     if assign:
         with torch.device("meta"):
@@ -162,9 +226,13 @@ def hf_to_timm(
     dropped at once: a converted file needs no more memory than the model. Any key it does not
     know raises a ValueError that lists them.
     """
-    items = state_dict.items() if isinstance(state_dict, Mapping) else state_dict
+    if isinstance(state_dict, Iterable) and not isinstance(state_dict, (str, Mapping)):
+        items = state_dict  # (name, tensor) pairs, checked as they come
+    else:
+        items = check_state_dict(state_dict, "hf_to_timm").items()
     out, qkv, unknown = {}, {}, []
-    for name, tensor in items:
+    for item in items:
+        name, tensor = _named_tensor(item)
         key = name.removeprefix("vit.")
         if key.startswith(_HF_DROPPED):
             continue
@@ -174,7 +242,8 @@ def hf_to_timm(
             layer, part, kind = m[1], _HF_LAYER_NAMES[m[2]], m[3]
             if part in ("q", "k", "v"):  # copied into its third of the fused tensor at once
                 if (layer, kind) not in qkv:
-                    qkv[layer, kind] = (torch.empty((3, *tensor.shape), dtype=tensor.dtype), set())  # (3, D, ...)
+                    fused = torch.empty((3, *tensor.shape), dtype=tensor.dtype, device=tensor.device)  # (3, D, ...)
+                    qkv[layer, kind] = (fused, set())
                 fused, seen = qkv[layer, kind]
                 if tensor.shape != fused.shape[1:]:
                     raise ValueError(
@@ -190,10 +259,21 @@ def hf_to_timm(
         else:
             unknown.append(name)
     if unknown:
-        raise ValueError("keys of no Hugging Face ViT layer known here: " + ", ".join(unknown))
+        listed = ", ".join(unknown[:10]) + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
+        hint = "; they look like timm's names: use from_timm" if "patch_embed.proj.weight" in unknown else ""
+        raise ValueError(f"keys of no Hugging Face ViT layer known here: {listed}{hint}")
     for (layer, kind), (_, seen) in qkv.items():
         raise ValueError(f"layer {layer} has the {kind} of {sorted(seen)} only; expected q, k and v")
     return out
+
+
+def _named_tensor(item) -> tuple[str, torch.Tensor]:
+    """One (name, tensor) pair of a state dict's items, checked."""
+    if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+        raise WrongTypeError(f"expected (name, tensor) pairs, got {type(item).__name__} {str(item)[:60]}")
+    if not isinstance(item[1], torch.Tensor):
+        raise ValueError(f"{item[0]} should be a tensor, got {type(item[1]).__name__}")
+    return item
 
 
 def from_hf(
@@ -210,17 +290,24 @@ def from_hf(
             hidden_act; what it lacks is read off the tensors (layer_norm_eps: HF's 1e-12).
         assign: with a state dict nobody else uses, let the model take its tensors instead of
             copies (see from_timm); ignored for a model, whose weights are always copied.
+    The model is float32 whatever the checkpoint's dtype (float16, bfloat16, float64 converted).
     """
     if isinstance(model_or_state_dict, nn.Module):
-        config = model_or_state_dict.config if config is None else config
+        config = getattr(model_or_state_dict, "config", None) if config is None else config
         state_dict = model_or_state_dict.state_dict()
         assign = False  # its tensors are the transformers model's own parameters
     else:
         state_dict = model_or_state_dict
-    if config is None or isinstance(config, dict):
+    if isinstance(config, (str, Path)):
+        raise WrongTypeError(
+            f"config should be a dict or a transformers ViTConfig, got a path: json.load it first ({config})"
+        )
+    if config is None or isinstance(config, Mapping):
         fields = dict(config or {})
-    else:  # a transformers ViTConfig, or any object with those attributes
+    elif hasattr(config, "to_dict") or hasattr(config, "__dict__"):  # a transformers ViTConfig, or alike
         fields = config.to_dict() if hasattr(config, "to_dict") else vars(config)
+    else:
+        raise WrongTypeError(f"config should be a dict or a transformers ViTConfig, got {type(config).__name__}")
     if fields.get("hidden_act", "gelu") != "gelu":
         raise ValueError(f"the course's MLP uses the exact GELU ('gelu'), the checkpoint {fields['hidden_act']!r}")
     overrides = {"norm_eps": fields.get("layer_norm_eps", 1e-12)}
@@ -240,10 +327,15 @@ def load_vit_b16(path: str | Path | None = None) -> VisionTransformer:
     course's VisionTransformer, from its Hugging Face file (default: vit_b16_path()).
 
     The file holds tensors only; VIT_B16_HF_CONFIG supplies what they cannot say (12 heads,
-    LayerNorm eps 1e-12). It is read tensor by tensor and the tensors become the model's
-    (assign=True): 346 MB of memory, not twice that. Feed it images normalised with
-    utils.imagenet.normalize.
+    LayerNorm eps 1e-12), or a config.json beside the file when there is one. The file's shapes
+    are checked against ViT-B/16's before any tensor is read: a file of another ViT (ViT-S,
+    DeiT-Ti, a 21k model without the 1,000-class head) raises a ValueError that lists what
+    differs (load those with from_hf and their head count). It is read tensor by tensor and the
+    tensors become the model's (assign=True): 346 MB of memory, not twice that. Feed it images
+    normalised with utils.imagenet.normalize.
     """
+    if path is not None and not isinstance(path, (str, Path)):
+        raise WrongTypeError(f"expected the path of the weights file (a str or Path), got {type(path).__name__}")
     path = vit_b16_path() if path is None else Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(
@@ -251,4 +343,63 @@ def load_vit_b16(path: str | Path | None = None) -> VisionTransformer:
             f"once online, or download model.safetensors from https://huggingface.co/{VIT_B16_REPO} "
             "and put it there"
         )
-    return from_hf(read_safetensors(path), VIT_B16_HF_CONFIG, assign=True)  # q, k, v fused as they are read
+    try:
+        entries = read_safetensors_header(path)
+    except ValueError as error:
+        raise ValueError(f"{error}. Delete it and run `make weights` again") from error
+    config = vit_b16_hf_config(path)
+    check_vit_b16_shapes(entries, path)
+    return from_hf(read_safetensors(path), config, assign=True)  # q, k, v fused as they are read
+
+
+def vit_b16_hf_config(path: str | Path) -> dict:
+    """VIT_B16_HF_CONFIG, updated by the config.json beside the weights file `path` if there is one
+    (transformers' field names: num_attention_heads, layer_norm_eps, ...)."""
+    beside = Path(path).expanduser().parent / "config.json"
+    if not beside.is_file():
+        return dict(VIT_B16_HF_CONFIG)
+    try:
+        fields = json.loads(beside.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{beside} beside the weights is no valid JSON ({error}): fix or delete it") from None
+    if not isinstance(fields, dict):
+        raise ValueError(f"{beside} beside the weights holds a JSON {type(fields).__name__}, not a config object")
+    return {name: fields.get(name, value) for name, value in VIT_B16_HF_CONFIG.items()}
+
+
+def check_vit_b16_shapes(entries: Mapping[str, TensorEntry], path: str | Path = "the file") -> None:
+    """A ValueError unless a Hugging Face file's tensors (read_safetensors_header) have exactly the
+    names and shapes of the published ViT-B/16: it lists what differs, and what the file holds."""
+    with torch.device("meta"):  # shapes only: nothing is allocated
+        expected = VisionTransformer(ViTConfig.vit_b16()).state_dict()
+    tensors = ((name, torch.empty(entry.shape, dtype=entry.dtype, device="meta")) for name, entry in entries.items())
+    try:
+        found = hf_to_timm(tensors)
+    except ValueError as error:
+        raise ValueError(f"{path} does not hold a ViT in Hugging Face's layout: {error}") from None
+    problems = [  # shapes first: they say the most
+        f"{name}: file {tuple(found[name].shape)}, ViT-B/16 {tuple(tensor.shape)}"
+        for name, tensor in expected.items()
+        if name in found and found[name].shape != tensor.shape
+    ]
+    problems += [f"missing: {name}" for name in sorted(expected.keys() - found.keys())]
+    problems += [f"unexpected: {name}" for name in sorted(found.keys() - expected.keys())]
+    if problems:
+        listed = "\n  ".join(problems[:8]) + (f"\n  ... and {len(problems) - 8} more" if len(problems) > 8 else "")
+        raise ValueError(
+            f"{path} is not the published ViT-B/16 (224 px, 16 px patches, 768 wide, 12 layers, 1,000 classes); "
+            f"it holds {_describe(found)}. What differs, in timm's names:\n  {listed}\nFor another ViT use "
+            "from_hf(read_safetensors(path), config={'num_attention_heads': ...}) with its config.json's head count"
+        )
+
+
+def _describe(state_dict: Mapping[str, torch.Tensor]) -> str:
+    """A ViT's shape in words, read off its timm-layout tensors (as far as they tell it)."""
+    try:
+        config = config_from_state_dict(state_dict, num_heads=1)
+    except (ValueError, KeyError):
+        return "no ViT shape this converter can read"
+    return (
+        f"{config.image_size} px, {config.patch_size} px patches, {config.embed_dim} wide, "
+        f"{config.depth} layer{'s' * (config.depth != 1)}, {config.num_classes:,} classes"
+    )

@@ -19,6 +19,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
+from utils.datasets import check_dataset, check_images, check_labels, check_number
 from utils.runtime import eval_mode
 
 
@@ -42,8 +43,107 @@ class History:
         return self.test_accuracy[-1] if self.test_accuracy else float("nan")
 
 
+# ---- checks of fit's arguments, one place per idea ---------------------------------------------
+
+ROUNDING = 1e-9  # how far outside [0, 1] warmup_cosine lets progress stray (float rounding)
+
+
+def _check_budget(epochs, time_budget, epochs_name: str = "epochs") -> None:
+    """Raise unless training has an end: epochs (a whole number >= 1), time_budget (seconds > 0), or both."""
+    if epochs is None and time_budget is None:
+        raise ValueError("give epochs, time_budget (seconds), or both")
+    if epochs is not None:
+        check_number(epochs_name, epochs, integer=True, low=1)
+    if time_budget is not None:
+        check_number("time_budget", time_budget, low=0, low_open=True, meaning=" of seconds")
+
+
+def _check_model(model) -> tuple[torch.device, torch.dtype]:
+    """Raise unless `model` is a torch module with parameters; return their device and dtype."""
+    if isinstance(model, type) and issubclass(model, nn.Module):
+        raise TypeError(
+            f"model must be a model object, got the class {model.__name__} itself: build one first, "
+            f"{model.__name__}(...)"
+        )
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch nn.Module (e.g. a VisionTransformer), got {type(model).__name__}")
+    weights = next((p for p in model.parameters() if p.is_floating_point()), None)
+    if weights is None:
+        raise ValueError(f"model ({type(model).__name__}) has no floating-point parameters to train or run")
+    return weights.device, weights.dtype
+
+
+def _check_logits_shape(logits, batch: int) -> None:
+    """Raise unless the model's output `logits` is (B, num_classes) for a batch of B images."""
+    if not isinstance(logits, torch.Tensor) or logits.ndim != 2 or len(logits) != batch:
+        got = f"shape {tuple(logits.shape)}" if isinstance(logits, torch.Tensor) else f"a {type(logits).__name__}"
+        raise ValueError(f"the model must return logits (B, num_classes); for a batch of B = {batch} it returned {got}")
+
+
+def _check_logits(logits, labels: torch.Tensor, name: str = "labels") -> None:
+    """Raise unless `logits` is (B, num_classes) for the B `labels`, each of them a class index below num_classes."""
+    _check_logits_shape(logits, len(labels))
+    num_classes = logits.shape[1]
+    check_labels(labels, name, num_classes=num_classes, why=f"the model gives {num_classes} outputs")
+
+
+@torch.no_grad()
+def _num_outputs(model: nn.Module, images: torch.Tensor, device: torch.device) -> int:
+    """The number of classes `model` tells apart: the width of its logits for the first image (eval mode)."""
+    with eval_mode(model):
+        logits = model(images[:1].to(device))  # (1, num_classes)
+    _check_logits_shape(logits, 1)
+    return logits.shape[1]
+
+
+def _check_batch_size(batch_size) -> None:
+    check_number("batch_size", batch_size, integer=True, low=1, meaning=" of images per step")
+
+
+def _check_warmup(warmup) -> None:
+    check_number(
+        "warmup", warmup, low=0, high=1, high_open=True, meaning=" (the fraction of training spent warming up)"
+    )
+
+
+def _check_label_smoothing(label_smoothing) -> None:
+    check_number("label_smoothing", label_smoothing, low=0, high=1, high_open=True)
+
+
+def _check_max_shift(max_shift, images_shape: torch.Size) -> None:
+    """Raise unless max_shift is a whole number of pixels from 0 to less than the images' side."""
+    check_number("max_shift", max_shift, integer=True, low=0, meaning=" of pixels")
+    H, W = images_shape[-2:]
+    if max_shift >= min(H, W):
+        raise ValueError(f"max_shift must be smaller than the images ({H} x {W}) or it moves them out, got {max_shift}")
+
+
+def _check_snapshots(snapshot_every, model: nn.Module) -> None:
+    """Raise unless snapshot_every is None or a whole number >= 1 of steps, on a model with a position table."""
+    if snapshot_every is None:
+        return
+    check_number("snapshot_every", snapshot_every, integer=True, low=1, meaning=" of steps (None: no snapshots)")
+    if not isinstance(getattr(model, "pos_embed", None), torch.Tensor):
+        raise ValueError(
+            f"snapshot_every keeps copies of model.pos_embed, but this {type(model).__name__} has no position "
+            "table: leave snapshot_every out"
+        )
+
+
+# ---- training --------------------------------------------------------------------------------
+
+
 def warmup_cosine(progress: float, warmup: float = 0.1) -> float:
-    """Learning-rate factor in [0, 1] at `progress` in [0, 1]: linear warm-up, then cosine to 0."""
+    """Learning-rate factor in [0, 1] at `progress` in [0, 1]: linear warm-up, then cosine to 0.
+
+    `warmup` is in [0, 1). A progress up to 1e-9 outside [0, 1] (float rounding) counts as 0 or 1;
+    further out is refused.
+    """
+    _check_warmup(warmup)
+    check_number("progress", progress, meaning=" (the fraction of training done)")
+    if not -ROUNDING <= progress <= 1 + ROUNDING:
+        raise ValueError(f"progress must be from 0 to 1 (the fraction of training done), got {progress!r}")
+    progress = min(max(progress, 0.0), 1.0)
     if progress < warmup:
         return progress / warmup
     return 0.5 * (1 + math.cos(math.pi * min(1.0, (progress - warmup) / (1 - warmup))))
@@ -57,6 +157,8 @@ def random_shift(images: torch.Tensor, max_shift: int, generator: torch.Generato
     Returns:
         (B, C, H, W), each image shifted on its own.
     """
+    check_images(images, allow_empty=True)
+    _check_max_shift(max_shift, images.shape)
     if max_shift == 0:
         return images
     B, C, H, W = images.shape
@@ -89,8 +191,17 @@ def train_step(
     Returns:
         the batch's mean loss as a float, or (loss, logits) with return_logits=True.
     """
+    _, dtype = _check_model(model)
+    check_images(images, dtype=dtype)
+    check_labels(labels)
+    if len(labels) != len(images):
+        raise ValueError(
+            f"images and labels must be one label per image, got {len(images)} images, {len(labels)} labels"
+        )
+    _check_label_smoothing(label_smoothing)
     optimizer.zero_grad(set_to_none=True)
     logits = model(images)  # (B, num_classes)
+    _check_logits(logits, labels)
     loss = F.cross_entropy(logits, labels, label_smoothing=label_smoothing)
     loss.backward()
     optimizer.step()
@@ -102,14 +213,16 @@ def train_step(
 @torch.no_grad()
 def evaluate(model: nn.Module, dataset: TensorDataset, batch_size: int = 128) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of `model` on `dataset` (eval mode, no gradients)."""
-    device = next(model.parameters()).device
-    images, labels = dataset.tensors
+    device, dtype = _check_model(model)
+    images, labels = check_dataset(dataset, "dataset", dtype=dtype)
+    _check_batch_size(batch_size)
     total_loss, correct = 0.0, 0
     with eval_mode(model):
         for start in range(0, len(labels), batch_size):
             x = images[start : start + batch_size].to(device)
             y = labels[start : start + batch_size].to(device)
             logits = model(x)  # (b, num_classes)
+            _check_logits(logits, y, "dataset's labels")
             total_loss += F.cross_entropy(logits, y, reduction="sum").item()
             correct += (logits.argmax(dim=-1) == y).sum().item()
     return total_loss / len(labels), correct / len(labels)
@@ -118,7 +231,9 @@ def evaluate(model: nn.Module, dataset: TensorDataset, batch_size: int = 128) ->
 @torch.no_grad()
 def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 128) -> torch.Tensor:
     """Predicted class of every image: (N, C, H, W) -> (N,)."""
-    device = next(model.parameters()).device
+    device, dtype = _check_model(model)
+    check_images(images, dtype=dtype)
+    _check_batch_size(batch_size)
     with eval_mode(model):
         predictions = [
             model(images[start : start + batch_size].to(device)).argmax(dim=-1).cpu()
@@ -132,6 +247,7 @@ class TrainingClock:
     the start / time_budget); either limit may be None. Training is over at 1."""
 
     def __init__(self, total_steps: int | None, time_budget: float | None):
+        _check_budget(total_steps, time_budget, "total_steps")
         self.total_steps, self.time_budget = total_steps, time_budget
         self.steps = 0
         self.start = time.perf_counter()
@@ -140,8 +256,8 @@ class TrainingClock:
         return time.perf_counter() - self.start
 
     def fraction(self) -> float:
-        by_steps = self.steps / self.total_steps if self.total_steps else 0.0
-        by_time = self.seconds() / self.time_budget if self.time_budget else 0.0
+        by_steps = self.steps / self.total_steps if self.total_steps is not None else 0.0
+        by_time = self.seconds() / self.time_budget if self.time_budget is not None else 0.0
         return max(by_steps, by_time)
 
     def finished(self) -> bool:
@@ -191,6 +307,7 @@ def shuffled_batches(
     Yields:
         images (b, C, H, W) and labels (b,) on `device`; b = batch_size except perhaps the last.
     """
+    _check_batch_size(batch_size)
     order = torch.randperm(len(labels), generator=generator)  # (N,)
     for batch_start in range(0, len(labels), batch_size):
         index = order[batch_start : batch_start + batch_size]
@@ -210,7 +327,8 @@ def train_epoch(
 ) -> tuple[float, float]:
     """Train on `batches`, one train_step each, until they run out or `clock` says training is over.
 
-    Before every step the learning rate is set to lr * warmup_cosine(clock.fraction(), warmup).
+    Before every step the learning rate is set to lr * warmup_cosine(clock.fraction(), warmup)
+    (the fraction capped at 1: a time budget may run out between two looks at the clock).
     `on_step(mean loss, accuracy)` is called after every step with the epoch's running values.
     Returns:
         the epoch's mean training loss and accuracy over the images it saw.
@@ -218,7 +336,7 @@ def train_epoch(
     seen, loss_sum, correct = 0, 0.0, 0
     for images, labels in batches:
         for group in optimizer.param_groups:
-            group["lr"] = lr * warmup_cosine(clock.fraction(), warmup)
+            group["lr"] = lr * warmup_cosine(min(clock.fraction(), 1.0), warmup)
         loss, logits = train_step(model, optimizer, images, labels, label_smoothing=label_smoothing, return_logits=True)
         clock.steps += 1
         seen += len(labels)
@@ -228,7 +346,29 @@ def train_epoch(
             on_step(loss_sum / seen, correct / seen)
         if clock.finished():
             break
+    if seen == 0:
+        raise ValueError("train_epoch got no batches to train on: is the training set empty?")
     return loss_sum / seen, correct / seen
+
+
+def _check_training_sets(
+    model: nn.Module, train, test, device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Raise unless `train` (and `test`, if given) hold images the model takes and labels it can
+    predict (checked against the width of its logits for one image); return train's tensors."""
+    images, labels = check_dataset(train, "train", dtype=dtype)
+    num_classes = _num_outputs(model, images, device)
+    why = f"the model gives {num_classes} outputs"
+    check_labels(labels, "train's labels", num_classes=num_classes, why=why)
+    if test is not None:
+        test_images, test_labels = check_dataset(test, "test", dtype=dtype)
+        if test_images.shape[1:] != images.shape[1:]:
+            raise ValueError(
+                f"test's images are {tuple(test_images.shape[1:])} but train's are {tuple(images.shape[1:])}: "
+                "both must be the same (C, H, W)"
+            )
+        check_labels(test_labels, "test's labels", num_classes=num_classes, why=why)
+    return images, labels
 
 
 def fit(
@@ -267,17 +407,28 @@ def fit(
             ended (history.done is then True), e.g. a live plot.
     Returns:
         the History.
+    Raises:
+        ValueError or TypeError, naming the argument, before the first step: a budget that never
+        ends (0, negative, NaN), something other than a dataset of float images (N, C, H, W) and
+        int64 labels, labels the model's outputs cannot name, a setting out of its range.
     """
-    if epochs is None and time_budget is None:
-        raise ValueError("give epochs, time_budget (seconds), or both")
-    if epochs is not None and epochs < 1 and not time_budget:
-        raise ValueError(f"epochs must be at least 1 (or give a time_budget), got {epochs}")
-    device = next(model.parameters()).device
-    images, labels = train.tensors
+    _check_budget(epochs, time_budget)
+    device, dtype = _check_model(model)
+    images, labels = _check_training_sets(model, train, test, device, dtype)
+    _check_batch_size(batch_size)
+    check_number("lr", lr, low=0, low_open=True, meaning=" (the peak learning rate)")
+    check_number("weight_decay", weight_decay, low=0)
+    _check_warmup(warmup)
+    _check_label_smoothing(label_smoothing)
+    _check_max_shift(max_shift, images.shape)
+    check_number("seed", seed, integer=True, low=-(2**63), high=2**64 - 1)
+    _check_snapshots(snapshot_every, model)
+    if on_epoch is not None and not callable(on_epoch):
+        raise TypeError(f"on_epoch must be a function of the history (or None), got {type(on_epoch).__name__}")
     steps_per_epoch = math.ceil(len(labels) / batch_size)
-    clock = TrainingClock(epochs * steps_per_epoch if epochs is not None else None, time_budget)
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)  # its first build is slow
+    clock = TrainingClock(epochs * steps_per_epoch if epochs is not None else None, time_budget)
     history = History()
     report = ProgressReport(clock, enabled=progress)
 
@@ -294,37 +445,60 @@ def fit(
         report.step(epoch, loss, accuracy)
 
     model.train()
-    while not clock.finished():
-        epoch += 1
-        batches = shuffled_batches(images, labels, batch_size, max_shift, generator, device)
-        train_loss, train_accuracy = train_epoch(
-            model, optimizer, batches, clock, lr=lr, warmup=warmup, label_smoothing=label_smoothing, on_step=after_step
-        )
-        history.epoch.append(epoch)
-        history.step.append(clock.steps)
-        history.seconds.append(clock.seconds())
-        history.lr.append(optimizer.param_groups[0]["lr"])
-        history.train_loss.append(train_loss)
-        history.train_accuracy.append(train_accuracy)
-        if test is not None:
-            test_loss, test_accuracy = evaluate(model, test)
-            history.test_loss.append(test_loss)
-            history.test_accuracy.append(test_accuracy)
-            report.epoch(epoch, train_loss, test_accuracy)
+    try:
+        while clock.steps == 0 or not clock.finished():  # at least one step, however short the budget
+            epoch += 1
+            batches = shuffled_batches(images, labels, batch_size, max_shift, generator, device)
+            train_loss, train_accuracy = train_epoch(
+                model,
+                optimizer,
+                batches,
+                clock,
+                lr=lr,
+                warmup=warmup,
+                label_smoothing=label_smoothing,
+                on_step=after_step,
+            )
+            history.epoch.append(epoch)
+            history.step.append(clock.steps)
+            history.seconds.append(clock.seconds())
+            history.lr.append(optimizer.param_groups[0]["lr"])
+            history.train_loss.append(train_loss)
+            history.train_accuracy.append(train_accuracy)
+            if test is not None:
+                test_loss, test_accuracy = evaluate(model, test)
+                history.test_loss.append(test_loss)
+                history.test_accuracy.append(test_accuracy)
+                report.epoch(epoch, train_loss, test_accuracy)
+            if on_epoch is not None:
+                on_epoch(history)
+        if snapshot_every and history.snapshots[-1][0] != clock.steps:
+            snapshot()
+        history.done = True
         if on_epoch is not None:
             on_epoch(history)
-    if snapshot_every and history.snapshots[-1][0] != clock.steps:
-        snapshot()
-    history.done = True
-    if on_epoch is not None:
-        on_epoch(history)
-    report.close()
+    finally:
+        report.close()  # also when a step or on_epoch raises: no bar left hanging
     model.eval()
     return history
 
 
 def confusion_matrix(predictions: torch.Tensor, labels: torch.Tensor, num_classes: int) -> torch.Tensor:
-    """(num_classes, num_classes) counts: row = true class, column = predicted class."""
+    """(num_classes, num_classes) counts: row = true class, column = predicted class.
+
+    Args:
+        predictions, labels: (N,) int64 class indices from 0 to num_classes - 1.
+    """
+    check_number("num_classes", num_classes, integer=True, low=1)
+    why = f"num_classes is {num_classes}"
+    for name, classes in [("predictions", predictions), ("labels", labels)]:
+        if isinstance(classes, torch.Tensor) and classes.ndim == 2 and classes.is_floating_point():
+            raise ValueError(
+                f"{name} must be class indices (N,), got scores {tuple(classes.shape)}: use .argmax(dim=-1)"
+            )
+        check_labels(classes, name, num_classes=num_classes, why=why)
+    if len(predictions) != len(labels):
+        raise ValueError(f"predictions and labels must be one per image, got {len(predictions)} and {len(labels)}")
     index = labels * num_classes + predictions  # (N,) one cell per (true, predicted) pair
     return torch.bincount(index, minlength=num_classes**2).reshape(num_classes, num_classes)
 
@@ -338,4 +512,6 @@ def budget(seconds: float, quick_epochs: int) -> dict:
     """How long a lesson cell trains, as keyword arguments for `fit`: `seconds` of wall time
     normally; in quick mode a fixed number of epochs instead, so that tests get the same
     result on every machine, fast or slow."""
+    check_number("seconds", seconds, low=0, low_open=True)
+    check_number("quick_epochs", quick_epochs, integer=True, low=1)
     return {"epochs": quick_epochs} if quick_mode() else {"time_budget": seconds}

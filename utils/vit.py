@@ -1,6 +1,7 @@
 """The whole Vision Transformer: patch embedding, class token, positions, encoder blocks, head."""
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -13,8 +14,20 @@ from utils.embeddings import (
     sincos_pos_embed_2d,
     trunc_normal_,
 )
-from utils.encoder import EncoderBlock
-from utils.patches import PatchEmbedding, to_2tuple
+from utils.encoder import EncoderBlock, mlp_hidden_dim
+from utils.patches import (
+    PatchEmbedding,
+    WrongTypeError,
+    check_flag,
+    check_image_size,
+    check_positive,
+    check_probability,
+    check_whole,
+    to_2tuple,
+)
+
+POOLS = ("cls", "mean")
+MAX_PARAMETERS = 2_000_000_000  # 8 GB of float32: more than a laptop holds; ViT-H/14 has 0.63 billion
 
 
 @dataclass(frozen=True)
@@ -26,18 +39,25 @@ class ViTConfig:
     in_channels: int = 3  # C: 3 for RGB, 1 for grayscale
     num_classes: int = 1000  # outputs of the classification head (0: no head, return features)
     embed_dim: int = 768  # D: the width of every token
-    depth: int = 12  # number of encoder blocks
+    depth: int = 12  # number of encoder blocks (0: none, the patch tokens go straight to the head)
     num_heads: int = 12  # attention heads per block; must divide embed_dim
     mlp_ratio: float = 4.0  # MLP hidden width = mlp_ratio * embed_dim
     qkv_bias: bool = True  # bias in the fused query/key/value projection
-    dropout: float = 0.0  # dropout on the embeddings, the attention output and in the MLP
-    attn_dropout: float = 0.0  # dropout on the attention weights
+    dropout: float = 0.0  # dropout on the embeddings, the attention output and in the MLP, in [0, 1)
+    attn_dropout: float = 0.0  # dropout on the attention weights, in [0, 1)
     pool: str = "cls"  # "cls": classify the class token; "mean": average the patch tokens (no class token)
     pos_embed: str = "learned"  # "learned", "sincos" (fixed 2-D) or "none"
-    norm_eps: float = 1e-6  # LayerNorm epsilon (1e-6 in the reference ViT)
+    norm_eps: float = 1e-6  # LayerNorm epsilon, > 0 (1e-6 in the reference ViT)
 
     def __post_init__(self):
-        height, width = to_2tuple(self.image_size)
+        """Check every field's type and range; sizes are stored as Python ints, other numbers as
+        Python floats (so that a config saves and loads with torch.save / torch.load(weights_only=True))."""
+        whole = {"patch_size": 1, "in_channels": 1, "num_classes": 0, "embed_dim": 1, "depth": 0, "num_heads": 1}
+        for name, minimum in whole.items():
+            object.__setattr__(self, name, check_whole(getattr(self, name), name, minimum))
+        height, width = to_2tuple(self.image_size, "image_size")
+        pair = isinstance(self.image_size, (tuple, list))
+        object.__setattr__(self, "image_size", (height, width) if pair else height)  # a list becomes a tuple
         if height % self.patch_size or width % self.patch_size:
             raise ValueError(f"image_size {height}x{width} is not divisible by patch_size {self.patch_size}")
         if self.embed_dim % self.num_heads:
@@ -45,7 +65,22 @@ class ViTConfig:
                 f"embed_dim {self.embed_dim} is not divisible by num_heads {self.num_heads}: "
                 "every head needs an equal share of the width"
             )
-        if self.pool not in ("cls", "mean"):
+        mlp_hidden_dim(self.embed_dim, self.mlp_ratio)  # > 0, and at least one hidden unit
+        check_flag(self.qkv_bias, "qkv_bias")
+        checked = {
+            "mlp_ratio": check_positive(self.mlp_ratio, "mlp_ratio"),
+            "dropout": check_probability(self.dropout, "dropout"),
+            "attn_dropout": check_probability(self.attn_dropout, "attn_dropout"),
+            "norm_eps": check_positive(self.norm_eps, "norm_eps"),
+        }
+        for name, number in checked.items():
+            if type(getattr(self, name)) not in (int, float):  # a NumPy or other number: a plain float
+                object.__setattr__(self, name, number)
+        for name, choices in (("pool", POOLS), ("pos_embed", POS_EMBED_KINDS)):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise WrongTypeError(f"{name} must be one of {choices}, got {value!r} of type {type(value).__name__}")
+        if self.pool not in POOLS:
             raise ValueError(f"pool must be 'cls' or 'mean', got {self.pool!r}")
         if self.pos_embed not in POS_EMBED_KINDS:
             raise ValueError(f"pos_embed must be one of {POS_EMBED_KINDS}, got {self.pos_embed!r}")
@@ -84,6 +119,23 @@ class ViTConfig:
         return cls(**overrides)
 
 
+def check_fits_in_memory(config: ViTConfig) -> None:
+    """Raise before anything is allocated if the model's weight matrices would hold more than
+    MAX_PARAMETERS numbers (a typo such as embed_dim=76800 would otherwise fill the memory and
+    kill the kernel). Models built on the "meta" device allocate nothing and pass."""
+    if torch.get_default_device().type == "meta":
+        return
+    D = config.embed_dim
+    per_block = 4 * D * D + 2 * D * mlp_hidden_dim(D, config.mlp_ratio)  # qkv and proj, fc1 and fc2
+    weights = config.depth * per_block + config.patch_size**2 * config.in_channels * D + config.num_tokens * D
+    if weights > MAX_PARAMETERS:
+        raise ValueError(
+            f"this config would build about {weights / 1e9:.1f} billion parameters "
+            f"({4 * weights / 1e9:.0f} GB of float32), more than the {MAX_PARAMETERS / 1e9:.0f} billion this "
+            f"library allows; check embed_dim={D}, depth={config.depth}, mlp_ratio={config.mlp_ratio} for a typo"
+        )
+
+
 class VisionTransformer(nn.Module):
     """A Vision Transformer whose parameter names are those of the reference (timm) ViT.
 
@@ -93,6 +145,9 @@ class VisionTransformer(nn.Module):
 
     def __init__(self, config: ViTConfig):
         super().__init__()
+        if not isinstance(config, ViTConfig):
+            raise WrongTypeError(f"expected a ViTConfig, got {type(config).__name__}; e.g. ViTConfig.tiny()")
+        check_fits_in_memory(config)
         self.config = config
         D = config.embed_dim
         self.patch_embed = PatchEmbedding(config.image_size, config.patch_size, config.in_channels, D)
@@ -138,7 +193,11 @@ class VisionTransformer(nn.Module):
 
     def set_image_size(self, image_size: int | tuple[int, int]) -> None:
         """Run at another image size: resize the learned position table bicubically over the
-        patch grid (the class-token entry kept apart), or rebuild the fixed sin-cos one."""
+        patch grid (the class-token entry kept apart), or rebuild the fixed sin-cos one. A size
+        that does not fit raises before anything changes."""
+        check_image_size(image_size, self.config.patch_size)
+        config = dataclasses.replace(self.config, image_size=image_size)
+        check_fits_in_memory(config)  # a position table for a huge image would not fit either
         old_grid = self.patch_embed.grid_size
         self.patch_embed.set_image_size(image_size)
         new_grid = self.patch_embed.grid_size
@@ -149,13 +208,14 @@ class VisionTransformer(nn.Module):
         elif self.pos_embed is not None:
             table = sincos_pos_embed_2d(new_grid, self.config.embed_dim, self.num_prefix_tokens == 1)
             self.pos_embed = table.to(self.pos_embed.device)
-        self.config = dataclasses.replace(self.config, image_size=image_size)
+        self.config = config
 
     def forward_features(
         self, images: torch.Tensor, return_attention: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """(B, C, H, W) images -> (B, T, D) normalised tokens; with return_attention, also the
         attention weights of every block stacked as (depth, B, heads, T, T)."""
+        check_flag(return_attention, "return_attention")
         x = self.patch_embed(images)  # (B, N, D); checks the images' shape first
         if self.cls_token is not None:
             x = prepend_cls_token(x, self.cls_token)  # (B, T = N + 1, D)
@@ -171,6 +231,8 @@ class VisionTransformer(nn.Module):
             x, weights = block(x, return_attention=True)  # (B, T, D), (B, heads, T, T)
             attentions.append(weights)
         x = self.norm(x)  # (B, T, D)
+        if not attentions:  # depth 0: no block, no weights
+            return x, x.new_zeros(0, x.shape[0], self.config.num_heads, x.shape[1], x.shape[1])
         return x, torch.stack(attentions)  # (depth, B, heads, T, T)
 
     def forward(
@@ -178,6 +240,7 @@ class VisionTransformer(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """(B, C, H, W) images -> logits (B, num_classes); with return_attention, also the
         attention weights (depth, B, heads, T, T)."""
+        check_flag(return_attention, "return_attention")
         if return_attention:
             x, attn = self.forward_features(images, return_attention=True)  # (B, T, D), (depth, B, heads, T, T)
         else:
@@ -191,7 +254,23 @@ class VisionTransformer(nn.Module):
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Like nn.Module.load_state_dict, but a tensor of another shape raises a ValueError that
-        names it (a checkpoint of another model size or image size)."""
+        names it (a checkpoint of another model size or image size), and so does anything that is
+        not a mapping of names to tensors (a whole checkpoint, whose weights sit under one key,
+        would otherwise load nothing at all with strict=False)."""
+        if not isinstance(state_dict, Mapping):
+            raise WrongTypeError(
+                f"expected a state dict (a mapping from parameter names to tensors), got {type(state_dict).__name__}"
+            )
+        not_tensors = [name for name, value in state_dict.items() if not isinstance(value, torch.Tensor)]
+        if not_tensors:
+            nested = [
+                name
+                for name in not_tensors
+                if isinstance(state_dict[name], Mapping)
+                and any(isinstance(value, torch.Tensor) for value in state_dict[name].values())
+            ]
+            hint = f"; the weights may sit under a key: load checkpoint[{nested[0]!r}]" if nested else ""
+            raise ValueError(f"expected a state dict of tensors, got other values under {not_tensors[:5]}{hint}")
         own = self.state_dict()
         mismatched = [
             f"{name}: checkpoint {tuple(tensor.shape)}, model {tuple(own[name].shape)}"

@@ -7,14 +7,20 @@ that train the shipped checkpoints are in tools/train_checkpoints.py (`make chec
 
 import dataclasses
 import json
+import math
 import os
+import pickle
 import struct
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from utils.patches import WrongTypeError
 from utils.vit import VisionTransformer, ViTConfig
 
 # Where downloaded weights are kept; set VIT_WEIGHTS_DIR to keep them elsewhere.
@@ -25,22 +31,115 @@ CHECKPOINT_DIR = Path(__file__).parent / "checkpoints"
 
 VIT_B16_REPO = "google/vit-base-patch16-224"  # the Hugging Face repository of lesson 8's ViT-B/16
 
+# How a file that should hold weights and does not is described (then what is wrong with it).
+NOT_SAFETENSORS = "is not a safetensors file (an HTML page? a git-LFS pointer? a partial download?)"
+NOT_TORCH = "is not a torch file (an HTML page? a git-LFS pointer? a partial download?)"
+
 
 def load_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
     """The tensors of a .safetensors file, or of a torch file (.pt, .pth, .bin) read with
-    weights_only=True (no code runs); a {"model": ...} or {"state_dict": ...} wrapper is opened."""
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    if path.suffix == ".safetensors":
-        return load_file(path)
-    if path.suffix not in (".pt", ".pth", ".bin"):
+    weights_only=True (no code runs); a {"model": ...} or {"state_dict": ...} wrapper is opened.
+
+    A file that is no such file (a web page, a git-LFS pointer, a cut download) or that holds
+    Python objects besides tensors raises a ValueError that says which."""
+    path = _weights_file(path)
+    suffix = path.suffix.lower()
+    if suffix == ".safetensors":
+        read_safetensors_header(path)  # a clear error for a file that is none
+        try:
+            return load_file(path)
+        except SafetensorError as error:
+            raise ValueError(f"{path} {NOT_SAFETENSORS}: {error}") from error
+    if suffix not in (".pt", ".pth", ".bin"):
         raise ValueError(f"expected a .safetensors, .pt, .pth or .bin file, got {path.name}")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = _torch_load(path)
     for wrapper in ("model", "state_dict"):
         if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
             state = state[wrapper]
+    return _named_tensors(path, state)
+
+
+def _weights_file(path: str | Path) -> Path:
+    """`path` as a Path, if it names a file: FileNotFoundError if nothing is there, ValueError for a folder."""
+    if not isinstance(path, (str, Path)):
+        raise WrongTypeError(f"expected the path of a weights file (a str or Path), got {type(path).__name__}")
+    path = Path(path).expanduser()
+    if path.is_dir():
+        inside = sorted(p.name for p in path.iterdir() if p.suffix.lower() in (".safetensors", ".pt", ".pth", ".bin"))
+        raise ValueError(f"{path} is a folder, not a weights file; the weights files in it: {inside or 'none'}")
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    return path
+
+
+def _what_it_looks_like(start: bytes) -> str:
+    """What the first bytes of a file that is no weights file suggest it is, as a sentence to append."""
+    text = start.lstrip().lower()
+    if not start:
+        return ""
+    if text.startswith(b"version https://git-lfs"):
+        return (
+            " (it is a git-LFS pointer, a small text file standing in for the real one: "
+            "run `git lfs pull`, or download the file itself)"
+        )
+    if text.startswith((b"<!doctype html", b"<html", b"<?xml", b"<")):
+        return " (it is an HTML or XML page: the download saved a web page, perhaps a log-in or error page)"
+    if start[8:9] == b"{":  # a safetensors header: what is wrong is said already
+        return ""
+    return f" (it begins {start[:24]!r})"
+
+
+def _torch_load(path: Path):
+    """torch.load(path, weights_only=True), with an error that says what the file is when it fails."""
+    with open(path, "rb") as file:
+        start = file.read(64)
+    is_zip = start.startswith(b"PK\x03\x04")  # torch's format since 1.6
+    is_pickle = start[:1] == b"\x80" and start[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")  # the older one
+    if not start:
+        raise ValueError(f"{path} {NOT_TORCH}: the file is empty (0 bytes)")
+    if not (is_zip or is_pickle):
+        hint = ""
+        if start[8:9] == b"{":
+            hint = "; it looks like a safetensors file: name it .safetensors"
+        raise ValueError(
+            f"{path} {NOT_TORCH}: it is neither a zip archive nor a pickle, torch's two formats"
+            f"{_what_it_looks_like(start)}{hint}"
+        )
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        if "Weights only load failed" not in str(error):
+            raise ValueError(f"{path} {NOT_TORCH}: {error}") from error
+        raise ValueError(
+            f"{path} holds Python objects besides tensors, and reading them could run code from the file, "
+            "so it was refused (torch.load with weights_only=True). A whole model saved with "
+            "torch.save(model)? Save model.state_dict() instead; load it with weights_only=False only "
+            "if you made the file yourself or trust where it comes from"
+        ) from error
+    except (RuntimeError, EOFError) as error:
+        raise ValueError(f"{path} {NOT_TORCH}: {error}") from error
+
+
+def _named_tensors(path: Path, state) -> dict[str, torch.Tensor]:
+    """`state` if it is a dict of named tensors, else a ValueError that says what it holds."""
+    if not isinstance(state, dict):
+        raise ValueError(f"{path} holds a {type(state).__name__}, not a dict of named tensors")
+    others = {name: type(value).__name__ for name, value in state.items() if not isinstance(value, torch.Tensor)}
+    if others:
+        raise ValueError(
+            f"{path} holds entries that are no tensors: {others}; if the weights sit in one of them, "
+            "read the file with torch.load(path, weights_only=True) and take that entry"
+        )
     return state
+
+
+class TensorEntry(NamedTuple):
+    """Where one tensor of a safetensors file lies: its dtype, shape and bytes [start, end) in the file."""
+
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    start: int
+    end: int
 
 
 # dtype names of the safetensors format -> torch dtypes
@@ -55,36 +154,118 @@ _SAFETENSORS_DTYPES = {
     "I8": torch.int8,
     "U8": torch.uint8,
     "BOOL": torch.bool,
+    "U64": torch.uint64,
+    "U32": torch.uint32,
+    "U16": torch.uint16,
+    "F8_E4M3": torch.float8_e4m3fn,
+    "F8_E5M2": torch.float8_e5m2,
 }
+_MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
+
+
+class _NotSafetensors(ValueError):
+    """What is wrong with a file that should be a safetensors file (read_safetensors_header adds the path)."""
+
+
+def read_safetensors_header(path: str | Path) -> dict[str, TensorEntry]:
+    """The tensors a .safetensors file holds, {name: TensorEntry}, from its header alone, checked.
+
+    The format is an 8-byte little-endian header length, a JSON header (name -> dtype, shape,
+    byte offsets; "__metadata__") and the raw bytes. Anything else (a web page, a git-LFS
+    pointer, a cut download) raises a ValueError that names what is wrong: a header length
+    longer than the file, no JSON object, an unknown dtype, a shape that is no list of counts,
+    offsets outside the file or not numel x itemsize apart, tensors that overlap.
+    """
+    path = _weights_file(path)
+    with open(path, "rb") as file:
+        start = file.read(64)
+        file.seek(0)
+        try:
+            return _parse_safetensors_header(file, path.stat().st_size)
+        except _NotSafetensors as problem:
+            raise ValueError(f"{path} {NOT_SAFETENSORS}: {problem}{_what_it_looks_like(start)}") from None
+
+
+def _parse_safetensors_header(file, file_size: int) -> dict[str, TensorEntry]:
+    """The checked entries of an open safetensors file; _NotSafetensors says what is wrong."""
+    length = file.read(8)
+    if file_size == 0:
+        raise _NotSafetensors("the file is empty (0 bytes)")
+    if len(length) < 8:
+        raise _NotSafetensors(f"it has {file_size} bytes, fewer than the 8 of the header length it must begin with")
+    header_size = struct.unpack("<Q", length)[0]
+    if header_size > min(file_size - 8, _MAX_HEADER_BYTES):
+        raise _NotSafetensors(
+            f"its first 8 bytes give a header of {header_size:,} bytes, but the file has only {file_size:,} bytes"
+        )
+    try:
+        header = json.loads(file.read(header_size).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise _NotSafetensors(f"its header is no valid JSON ({error})") from None
+    if not isinstance(header, dict):
+        raise _NotSafetensors(f"its header is a JSON {type(header).__name__}, not an object {{name: tensor}}")
+    if not isinstance(header.pop("__metadata__", {}), dict):
+        raise _NotSafetensors("its __metadata__ is no JSON object")
+    data_start = 8 + header_size
+    entries = {name: _safetensors_entry(name, value, data_start, file_size) for name, value in header.items()}
+    in_order = sorted(entries.items(), key=lambda item: (item[1].start, item[1].end))
+    for (before, first), (after, second) in pairwise(in_order):
+        if second.start < first.end:
+            raise _NotSafetensors(f"tensors {before!r} and {after!r} overlap in the file")
+    return entries
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _safetensors_entry(name: str, value, data_start: int, file_size: int) -> TensorEntry:
+    """One header entry {"dtype", "shape", "data_offsets"} checked and turned into a TensorEntry."""
+    if not isinstance(value, dict) or not {"dtype", "shape", "data_offsets"} <= value.keys():
+        raise _NotSafetensors(f"its entry {name!r} is no {{dtype, shape, data_offsets}} object: {str(value)[:80]}")
+    dtype, shape, offsets = value["dtype"], value["shape"], value["data_offsets"]
+    if dtype not in _SAFETENSORS_DTYPES:
+        raise _NotSafetensors(f"tensor {name!r} has dtype {dtype!r}, none of {', '.join(_SAFETENSORS_DTYPES)}")
+    if not isinstance(shape, list) or not all(_is_count(size) for size in shape):
+        raise _NotSafetensors(f"tensor {name!r} has shape {shape!r}, not a list of non-negative whole numbers")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(o) for o in offsets):
+        raise _NotSafetensors(f"tensor {name!r} has data_offsets {offsets!r}, not [begin, end] byte counts")
+    begin, end = offsets
+    data_size = file_size - data_start
+    if end > data_size:
+        raise _NotSafetensors(
+            f"tensor {name!r} runs to byte {end:,} of the data, but the file holds only {data_size:,} bytes of data"
+        )
+    expected = math.prod(shape) * _SAFETENSORS_DTYPES[dtype].itemsize
+    if end - begin != expected:
+        raise _NotSafetensors(
+            f"tensor {name!r} ({dtype}, shape {tuple(shape)}) needs {expected:,} bytes, its offsets {offsets} "
+            f"span {end - begin:,}"
+        )
+    return TensorEntry(_SAFETENSORS_DTYPES[dtype], tuple(shape), data_start + begin, data_start + end)
 
 
 def read_safetensors(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, tensor) pairs of a .safetensors file, one at a time, each read into its own memory.
 
-    The format is an 8-byte little-endian header length, a JSON header (name -> dtype, shape,
-    byte offsets) and the raw bytes. `load_checkpoint` maps the whole file into memory at once;
+    The header is checked first (read_safetensors_header), so a file that is no safetensors file
+    raises at once. `load_checkpoint` maps the whole file into memory at once;
     reading tensor by tensor with plain reads lets a converter drop what it has used (q, k, v
     once fused), so a 346 MB checkpoint needs 346 MB, not 346 MB plus the parts it fused.
     """
-    with open(Path(path).expanduser(), "rb") as file:
-        size = file.read(8)
-        header_size = struct.unpack("<Q", size)[0] if len(size) == 8 else 0
-        header = file.read(header_size)
-        if len(header) != header_size or not header.startswith(b"{"):
-            raise ValueError(f"{path} is no .safetensors file (an 8-byte length, a JSON header): a partial download?")
-        header = json.loads(header)
-        header.pop("__metadata__", None)
-        start = 8 + header_size
-        for name, entry in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
-            if entry["dtype"] not in _SAFETENSORS_DTYPES:
-                known = ", ".join(_SAFETENSORS_DTYPES)
-                raise ValueError(f"{name}: dtype {entry['dtype']} is not one this reader knows ({known})")
-            begin, end = entry["data_offsets"]
-            raw = torch.empty(end - begin, dtype=torch.uint8)
-            file.seek(start + begin)
-            if file.readinto(raw.numpy()) != end - begin:
+    path = _weights_file(path)
+    return _read_tensors(path, read_safetensors_header(path))
+
+
+def _read_tensors(path: Path, entries: dict[str, TensorEntry]) -> Iterator[tuple[str, torch.Tensor]]:
+    """The tensors of `entries`, read from `path` in the order they lie in the file."""
+    with open(path, "rb") as file:
+        for name, entry in sorted(entries.items(), key=lambda item: item[1].start):
+            raw = torch.empty(entry.end - entry.start, dtype=torch.uint8)
+            file.seek(entry.start)
+            if file.readinto(raw.numpy()) != entry.end - entry.start:
                 raise ValueError(f"{path} ends inside tensor {name}: a partial download?")
-            yield name, raw.view(_SAFETENSORS_DTYPES[entry["dtype"]]).reshape(entry["shape"])
+            yield name, raw.view(entry.dtype).reshape(entry.shape)
 
 
 def vit_b16_path(cache_dir: str | Path = CACHE_DIR) -> Path:
@@ -133,6 +314,17 @@ def save_trained(
     """Write a model and what it learned into one weights-only checkpoint file: a plain dict (config,
     state_dict, test_accuracy, classes, pos_embed_snapshots: {"steps": [...], "tables": [(1, T, D), ...]})
     that `torch.load(..., weights_only=True)` reads safely. `snapshots` are `History.snapshots`."""
+    if not isinstance(model, VisionTransformer):
+        raise WrongTypeError(f"expected the course's VisionTransformer as model, got {type(model).__name__}")
+    if len(classes) != model.config.num_classes:
+        raise ValueError(f"expected {model.config.num_classes} class names, one per output, got {len(classes)}")
+    if not 0.0 <= float(test_accuracy) <= 1.0:
+        raise ValueError(f"expected test_accuracy as a share in [0, 1], got {test_accuracy}")
+    table_shape = None if model.pos_embed is None else tuple(model.pos_embed.shape)
+    for step, table in snapshots:
+        if not isinstance(table, torch.Tensor) or tuple(table.shape) != table_shape:
+            got = tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__
+            raise ValueError(f"snapshot of step {step}: expected a position table {table_shape}, got {got}")
     torch.save(
         {
             "config": dataclasses.asdict(model.config),
@@ -151,7 +343,10 @@ def load_trained(name: str, checkpoint_dir: str | Path = CHECKPOINT_DIR) -> tupl
     available = shipped_models(checkpoint_dir)
     if name not in available:
         raise ValueError(f"no shipped model {name!r}; expected one of {available} in {checkpoint_dir}")
-    checkpoint = torch.load(Path(checkpoint_dir) / f"{name}.pt", weights_only=True)
+    path = Path(checkpoint_dir) / f"{name}.pt"
+    checkpoint = _torch_load(path)
+    if not isinstance(checkpoint, dict) or not {"config", "state_dict"} <= checkpoint.keys():
+        raise ValueError(f"{path} is no checkpoint written by save_trained (a dict with config and state_dict)")
     config = checkpoint["config"]
     if isinstance(config["image_size"], list):
         config["image_size"] = tuple(config["image_size"])

@@ -1,8 +1,9 @@
 """Interactive explorers for the lessons, built on ipywidgets + matplotlib.
 
 Each widget takes tensors (never notebook globals), exposes its controls as attributes so that
-tests can drive them, and redraws only its own figure when a control moves. Display one by
-leaving it as a cell's last expression, or with `display(widget)`.
+tests can drive them, and redraws only its own figure when a control moves. Inputs that do not
+fit each other raise a ValueError when the widget is built, not on a later slider move. Display
+one by leaving it as a cell's last expression, or with `display(widget)`.
 """
 
 from collections.abc import Callable
@@ -15,9 +16,11 @@ from IPython.display import display
 
 from utils.embeddings import neighbour_similarity, pos_embed_similarity
 from utils.inspection import attention_rollout, attention_share
-from utils.patches import to_2tuple
+from utils.patches import WrongTypeError, check_positive, check_whole, to_2tuple
 from utils.runtime import eval_mode
-from utils.viz.core import DPI, to_numpy_image
+from utils.vit import VisionTransformer
+from utils.viz.core import DPI, check_image, check_image_batch, check_names, check_tensor, to_numpy_image
+from utils.viz.embeddings import check_pos_table
 
 
 def show_in(output: widgets.Output, fig: plt.Figure) -> None:
@@ -37,8 +40,15 @@ class PatchSlicer(widgets.VBox):
     """
 
     def __init__(self, image: torch.Tensor, patch_size: int = 16, size: float = 4.0):
-        C, H, W = image.shape
+        C, H, W = check_image(image).shape
+        check_whole(patch_size, "patch_size")
+        check_positive(size, "size")
         sizes = [p for p in range(2, min(H, W) + 1) if H % p == 0 and W % p == 0 and (H // p) * (W // p) <= 4096]
+        if not sizes:
+            raise ValueError(
+                f"no patch size from 2 px up cuts the image ({H} x {W}) into whole patches (at most 4,096): "
+                "crop or resize it first"
+            )
         if patch_size not in sizes:
             raise ValueError(f"patch_size {patch_size} must divide the image ({H} x {W}); choose from {sizes}")
         self.image = image
@@ -80,8 +90,12 @@ class SoftmaxTemperature(widgets.VBox):
     """
 
     def __init__(self, scores: torch.Tensor, scale: float = 1.0, size: float = 4.0):
-        if scores.ndim != 1:
-            raise ValueError(f"expected one row of scores (N,), got {tuple(scores.shape)}")
+        check_tensor(scores, "one row of scores (N,)", 1)
+        if not scores.float().isfinite().all():
+            raise ValueError(f"expected finite scores, got {scores.tolist()}")
+        if not 0.01 <= check_positive(scale, "scale") <= 100:
+            raise ValueError(f"scale must be between 0.01 and 100 (the slider's range), got {scale}")
+        check_positive(size, "size")
         self.scores = scores.detach().float()
         self.scale = widgets.FloatLogSlider(value=scale, base=10, min=-2, max=2, step=0.05, description="scale")
         self.summary = widgets.HTML()
@@ -131,7 +145,7 @@ class AttentionExplorer(widgets.VBox):
     Args:
         model: a `VisionTransformer`; run once per image shown, in eval mode, without gradients.
         images: (B, C, H, W) in [0, 1], the size the model expects.
-        labels: optional (B,) true class indices, and `classes` their names.
+        labels: optional (B,) true class indices, and `classes` the names of all the model's classes.
         regions: optional (B, rows, cols) bool patches of interest (e.g. the objects); the
             summary then reports the share of the map that falls on them.
         preprocess: optional function applied to the images before the model (e.g.
@@ -148,15 +162,21 @@ class AttentionExplorer(widgets.VBox):
         preprocess: Callable[[torch.Tensor], torch.Tensor] | None = None,
         size: float = 3.2,
     ):
+        if not isinstance(model, VisionTransformer):
+            raise WrongTypeError(
+                f"expected the course's VisionTransformer, got a {type(model).__name__} "
+                "(a transformers ViT? convert it with utils.pretrained.from_hf)"
+            )
         config = model.config
         rows, cols = model.patch_embed.grid_size
-        expected = (config.in_channels, *model.patch_embed.image_size)
-        if images.ndim != 4 or tuple(images.shape[1:]) != expected:
-            raise ValueError(f"expected images (B, {', '.join(map(str, expected))}), got {tuple(images.shape)}")
-        if regions is not None and tuple(regions.shape) != (len(images), rows, cols):
-            raise ValueError(
-                f"expected regions (B, rows, cols) = ({len(images)}, {rows}, {cols}), got {tuple(regions.shape)}"
-            )
+        _check_explorer_images(images, (config.in_channels, *model.patch_embed.image_size))
+        B = len(images)
+        if regions is not None:
+            _check_regions(regions, (B, rows, cols))
+        _check_labels_and_classes(labels, classes, B, config.num_classes)
+        if preprocess is not None and not callable(preprocess):
+            raise WrongTypeError(f"preprocess must be a function of the images, got a {type(preprocess).__name__}")
+        check_positive(size, "size")
         self.model, self.images, self.labels, self.classes, self.regions = model, images, labels, classes, regions
         self.preprocess = preprocess or (lambda images: images)
         self.grid_size, self.patch_size = (rows, cols), model.patch_embed.patch_size
@@ -182,7 +202,7 @@ class AttentionExplorer(widgets.VBox):
         self.fig = plt.figure(figsize=(size * (1 + head_cols / 2), size), dpi=DPI)
         grid = self.fig.add_gridspec(2, 2 + head_cols)
         self.ax = self.fig.add_subplot(grid[:, :2])
-        H, W = expected[1:]
+        H, W = model.patch_embed.image_size
         extent = (-0.5, W - 0.5, H - 0.5, -0.5)  # the map's cells cover the image's patches
         self.picture = self.ax.imshow(to_numpy_image(images[0]), cmap="gray")
         self.overlay = self.ax.imshow(
@@ -293,6 +313,53 @@ class AttentionExplorer(widgets.VBox):
         return "; ".join(parts) + "<br>" + predicted
 
 
+def _check_explorer_images(images, expected: tuple[int, int, int]) -> None:
+    """A ValueError unless `images` is a non-empty batch (B, C, H, W) of the (C, H, W) the model takes."""
+    shape = f"(B, {', '.join(map(str, expected))})"
+    if not isinstance(images, torch.Tensor):
+        raise WrongTypeError(f"expected images {shape} as a torch.Tensor, got a {type(images).__name__}")
+    if images.ndim != 4 or tuple(images.shape[1:]) != expected:
+        hint = ""
+        if images.ndim == 4 and tuple(images.shape[1:]) == (*expected[1:], expected[0]):
+            hint = ": the channels are last; use images.permute(0, 3, 1, 2)"
+        elif tuple(images.shape) == expected:
+            hint = ": one image; add the batch axis, images[None]"
+        raise ValueError(f"expected images {shape}, got {tuple(images.shape)}{hint}")
+    if len(images) == 0:
+        raise ValueError(f"expected at least one image {shape}, got an empty batch {tuple(images.shape)}")
+    check_image_batch(images, f"images {shape}")
+
+
+def _check_regions(regions, expected: tuple[int, int, int]) -> None:
+    """A ValueError unless `regions` is a bool tensor (B, rows, cols) of this shape."""
+    check_tensor(regions, "regions (B, rows, cols)", 3)
+    if tuple(regions.shape) != expected:
+        raise ValueError(f"expected regions (B, rows, cols) = {expected}, got {tuple(regions.shape)}")
+    if regions.dtype != torch.bool:
+        raise ValueError(f"expected regions of bools (True: a patch of interest), got {regions.dtype}: use .bool()")
+
+
+def _check_labels_and_classes(labels, classes, count: int, num_classes: int) -> None:
+    """A ValueError unless labels (one class index per image) and classes (one name per class) fit the model."""
+    if num_classes == 0 and (labels is not None or classes is not None):
+        raise ValueError("the model has no classification head (num_classes=0): pass no labels or classes")
+    if classes is not None:
+        check_names(classes, num_classes, f"class names, one per output of the model ({num_classes})")
+    if labels is not None:
+        try:
+            labels = torch.as_tensor(labels)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(
+                f"expected labels (B,) = ({count},), one class index per image, got {labels!r:.60}"
+            ) from None
+        if tuple(labels.shape) != (count,) or labels.is_floating_point() or labels.dtype == torch.bool:
+            got = f"{labels.dtype} {tuple(labels.shape)}"
+            raise ValueError(f"expected labels (B,) = ({count},), one class index per image, got {got}")
+        if not (labels.min() >= 0 and labels.max() < num_classes):
+            low, high = labels.min().item(), labels.max().item()
+            raise ValueError(f"labels must be class indices 0 .. {num_classes - 1}, got {low} .. {high}")
+
+
 def _similarity_mosaic(similarity: torch.Tensor, rows: int, cols: int) -> np.ndarray:
     """Lay every position's similarity map on its grid place, maps 1 cell apart (NaN between).
 
@@ -317,11 +384,12 @@ class PositionSimilarityExplorer(widgets.VBox):
     (rows, cols) are what is drawn.
 
     Args:
-        tables: {name: (1, prefix + N, D) position table}, e.g. trained, at initialisation, sin-cos.
+        tables: {name: (1, prefix + N, D) position table}, e.g. trained, at initialisation, sin-cos;
+            all of one width D.
         grid_size: patches per side (or (rows, cols)), N = rows * cols.
         snapshots: optional {"steps": [...], "tables": [(1, prefix + N, D), ...]} taken during
-            training (a shipped checkpoint's `pos_embed_snapshots`): adds the table
-            "learned, during training" and the step slider.
+            training (a shipped checkpoint's `pos_embed_snapshots`), one table per step: adds the
+            table "learned, during training" and the step slider.
     """
 
     DURING_TRAINING = "learned, during training"
@@ -334,22 +402,29 @@ class PositionSimilarityExplorer(widgets.VBox):
         snapshots: dict | None = None,
         size: float = 3.5,
     ):
-        rows, cols = to_2tuple(grid_size)
+        rows, cols = to_2tuple(grid_size, "grid_size")
+        if rows * cols < 2:
+            raise ValueError(f"expected a grid of at least 2 positions to compare, got {rows} x {cols}")
+        check_whole(num_prefix_tokens, "num_prefix_tokens", minimum=0)
+        check_positive(size, "size")
+        if not isinstance(tables, dict):
+            raise WrongTypeError(f"expected tables as a dict {{name: (1, T, D) table}}, got a {type(tables).__name__}")
+        steps, snapshot_tables = _check_snapshots(snapshots, tables, self.DURING_TRAINING)
+        if not tables and not steps:
+            raise ValueError("expected at least one position table")
+        named = [*tables.items(), *zip(steps, snapshot_tables)]
+        for name, table in named:
+            check_pos_table(table, (rows, cols), num_prefix_tokens, name)
+            if not table.isfinite().all():
+                raise ValueError(f"table {name!r} holds NaN or infinity")
+        widths = {name: table.shape[-1] for name, table in named}
+        if len(set(widths.values())) > 1:
+            raise ValueError(f"expected tables of one width D, got widths {widths}")
         self.grid_size, self.prefix = (rows, cols), num_prefix_tokens
         self.tables = {name: table.detach().float().cpu() for name, table in tables.items()}
-        steps = []
-        if snapshots is not None:
-            steps = list(snapshots["steps"])
-            self.snapshots = dict(zip(steps, (t.detach().float().cpu() for t in snapshots["tables"])))
+        if steps:
+            self.snapshots = dict(zip(steps, (t.detach().float().cpu() for t in snapshot_tables)))
             self.tables[self.DURING_TRAINING] = None
-        if not self.tables:
-            raise ValueError("expected at least one position table")
-        for name, table in [*tables.items(), *((snapshots and zip(steps, snapshots["tables"])) or [])]:
-            if table.shape[-2] != num_prefix_tokens + rows * cols:
-                raise ValueError(
-                    f"table {name!r}: expected {num_prefix_tokens} + {rows} x {cols} = "
-                    f"{num_prefix_tokens + rows * cols} entries, got shape {tuple(table.shape)}"
-                )
         self.table = widgets.Dropdown(options=list(self.tables), description="table")
         self.step = widgets.SelectionSlider(options=steps or [0], value=(steps or [0])[-1], description="step")
         self.row = widgets.IntSlider(value=rows // 2, min=0, max=rows - 1, description="row")
@@ -410,3 +485,23 @@ class PositionSimilarityExplorer(widgets.VBox):
             f"similar to ({best // cols}, {best % cols}): {others[best]:.2f}"
         )
         show_in(self.output, self.fig)
+
+
+def _check_snapshots(snapshots, tables: dict, during_training: str) -> tuple[list[int], list]:
+    """The steps and tables of `snapshots` ({"steps": [...], "tables": [...]}, one table per step,
+    the steps distinct), checked; ([], []) for None."""
+    if snapshots is None:
+        return [], []
+    if not isinstance(snapshots, dict) or not {"steps", "tables"} <= snapshots.keys():
+        raise ValueError(f"expected snapshots {{'steps': [...], 'tables': [...]}}, got {type(snapshots).__name__}")
+    steps, snapshot_tables = list(snapshots["steps"]), list(snapshots["tables"])
+    if len(steps) != len(snapshot_tables) or not steps:
+        raise ValueError(
+            f"expected one snapshot table per step (at least one), got {len(steps)} steps and "
+            f"{len(snapshot_tables)} tables"
+        )
+    if len(set(steps)) != len(steps) or not all(isinstance(step, int) and step >= 0 for step in steps):
+        raise ValueError(f"expected distinct training steps (whole numbers >= 0), got {steps}")
+    if during_training in tables:
+        raise ValueError(f"the name {during_training!r} is the snapshots' own: name that table otherwise")
+    return steps, snapshot_tables

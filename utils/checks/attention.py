@@ -1,6 +1,7 @@
 """Lesson 3's exercise checkers: attention from q, k, v, and a boolean mask applied to the scores."""
 
 import math
+import re
 from collections.abc import Callable
 
 import torch
@@ -18,30 +19,75 @@ ATTENTION_CASES = [  # (q shape, k shape, v shape)
 ]
 
 
-def _weight_variants(q: torch.Tensor, k: torch.Tensor) -> dict[str, torch.Tensor]:
+def _weight_variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Tensor]:
     """Wrong-but-plausible attention weights, each keyed by the sentence that explains it."""
-    d = q.shape[-1]
+    d, d_v, N_q = q.shape[-1], v.shape[-1], q.shape[-2]
     scores = q @ k.transpose(-2, -1)  # (..., N_q, N_k), not yet scaled
+    scaled = scores / math.sqrt(d)
     variants = {
         "the scores are not scaled: divide q @ k^T by sqrt(d) before the softmax": scores.softmax(-1),
         "the scores are divided by d; divide by sqrt(d)": (scores / d).softmax(-1),
         "the scores are multiplied by sqrt(d); divide by it": (scores * math.sqrt(d)).softmax(-1),
         "the softmax runs over the wrong axis: your columns sum to 1, each row (one query's weights "
-        "over the keys) must sum to 1, so use dim=-1": (scores / math.sqrt(d)).softmax(-2),
+        "over the keys) must sum to 1, so use dim=-1": scaled.softmax(-2),
         "q and k are swapped: the scores are q @ k^T, one row per query, not k @ q^T": (
             (k @ q.transpose(-2, -1)) / math.sqrt(d)
         ).softmax(-1),
+        "the scale is applied after the softmax: divide the scores by sqrt(d) before it": scores.softmax(-1)
+        / math.sqrt(d),
+        "the weights are exp(scores) not divided by their row's sum: exp / exp.sum(dim=-1, keepdim=True), "
+        "or softmax(dim=-1)": scaled.exp(),
+        "the weights are divided by the sum of ALL the exp(scores); each row is divided by its own sum, "
+        "exp.sum(dim=-1, keepdim=True)": scaled.exp() / scaled.exp().sum(),
+        "you returned the scores as the weights: the weights are their softmax over the keys, "
+        "softmax(q @ k^T / sqrt(d), dim=-1)": scaled,
+        "you returned the raw scores q @ k^T as the weights: the weights are "
+        "softmax(q @ k^T / sqrt(d), dim=-1)": scores,
+        "log_softmax gives the logarithm of the weights; use softmax": scaled.log_softmax(-1),
     }
+    for dim in range(scores.ndim - 2):  # the leading (batch, head) axes
+        variants[
+            f"the softmax runs over axis {dim}, a batch or head axis; each row (one query's weights over the keys) "
+            "must sum to 1, so use dim=-1"
+        ] = scaled.softmax(dim)
+    if d_v != d:
+        variants["the scores are divided by sqrt(d_v), v's width; the scale is sqrt(d_k), the width of q and k"] = (
+            scores / math.sqrt(d_v)
+        ).softmax(-1)
+    if N_q != d:
+        variants[
+            "the scores are divided by sqrt(N), the number of tokens; the scale is sqrt(d), the width of q and k "
+            "(q.shape[-1])"
+        ] = (scores / math.sqrt(N_q)).softmax(-1)
     if k.shape[-2] == d:  # only then does q @ k run at all
         variants["k is not transposed: the scores are q @ k^T (k.transpose(-2, -1)), not q @ k"] = (
             (q @ k) / math.sqrt(d)
         ).softmax(-1)
+    row_sums = scaled.exp().sum(-1)  # (..., N_q), the keepdim forgotten
+    if _broadcasts(scaled.shape, row_sums.shape):
+        variants[
+            "the row sums lost their axis: without keepdim=True, exp / exp.sum(dim=-1) divides by the sums "
+            "of other rows; use exp.sum(dim=-1, keepdim=True)"
+        ] = scaled.exp() / row_sums
     return variants
+
+
+def _broadcasts(*shapes: torch.Size) -> bool:
+    try:
+        torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        return False
+    return True
 
 
 def _out_variants(weights: torch.Tensor, q: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Tensor]:
     """Wrong-but-plausible outputs built from the right weights (only those whose shapes work)."""
-    variants = {"you returned the weights as the output: multiply them by v (out = weights @ v)": weights}
+    variants = {
+        "you returned the weights as the output: multiply them by v (out = weights @ v)": weights,
+        "the output is divided by sqrt(d) once more; the scale belongs to the scores only": weights
+        @ v
+        / math.sqrt(q.shape[-1]),
+    }
     N_q, N_k = weights.shape[-2:]
     if N_q == N_k:  # weights @ q and weights^T @ v only run on square weights
         variants["the output averages the queries (weights @ q); it must average the values: weights @ v"] = weights @ q
@@ -50,28 +96,56 @@ def _out_variants(weights: torch.Tensor, q: torch.Tensor, v: torch.Tensor) -> di
 
 
 def _is_pair_of_tensors(result) -> bool:
-    return isinstance(result, tuple) and len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result)
+    return isinstance(result, tuple | list) and len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result)
 
 
-def _call_attention(fn: Callable, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, where: str):
-    """Run the learner's attention; it must return a pair of tensors (out, weights)."""
-    try:
-        return call_learner(
-            fn,
-            q.clone(),
-            k.clone(),
-            v.clone(),
-            returns=_is_pair_of_tensors,
-            expected="a pair of tensors (out, weights)",
-            where=where,
+FORGOT_TRANSPOSE = "the scores are q @ k.transpose(-2, -1): did you forget to transpose k?"
+
+
+def _explain_attention_crash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Callable[[Exception], str | None]:
+    """error -> what a failed matrix product in attention most likely means."""
+    N_q, N_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
+
+    def explain(error: Exception) -> str | None:
+        text = str(error)
+        factors = re.search(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", text)
+        batched = re.search(r"batch2 tensor to be: \[\d+, (\d+)\] but got: \[\d+, (\d+)\]", text)
+        if factors:
+            first, second = (int(factors[1]), int(factors[2])), (int(factors[3]), int(factors[4]))
+            if first == tuple(q.shape[-2:]) and second == tuple(k.shape[-2:]):
+                return FORGOT_TRANSPOSE
+            if first == tuple(v.shape[-2:]) and second == (N_q, N_k):
+                return "out = weights @ v, (N_q, N_k) @ (N_k, d_v); not v @ weights"
+        if batched and (int(batched[1]), int(batched[2])) == (d, N_k):
+            return FORGOT_TRANSPOSE
+        if "must match the size of tensor b" in text and "non-singleton dimension" in text:
+            return (
+                "the leading (batch, head) axes of a product do not line up: transpose only the last two axes, "
+                "k.transpose(-2, -1); k.T, transpose(0, 1) or transpose(1, 2) move other axes once there are "
+                "batch or head axes"
+            )
+        if isinstance(error, IndexError) and "Dimension out of range" in text:
+            return "k.transpose(-2, -1) counts from the end, so it works with or without batch and head axes"
+        if factors or batched:
+            return (
+                "check the matrix products: scores = q @ k.transpose(-2, -1) is (..., N_q, N_k), "
+                "out = weights @ v is (..., N_q, d_v)"
+            )
+        return None
+
+    return explain
+
+
+def _raise_if_scaled_after_softmax(out, weights, q, k, v, where: str) -> None:
+    """Names the scale applied to the output instead of the scores (weights unscaled, out divided)."""
+    unscaled = (q @ k.transpose(-2, -1)).softmax(-1)  # (..., N_q, N_k)
+    scaled_out = unscaled @ v / math.sqrt(q.shape[-1])
+    same = lambda a, b: a.shape == b.shape and torch.allclose(a.detach().double(), b.double(), atol=ATOL)  # noqa: E731
+    if same(weights, unscaled) and same(out, scaled_out):
+        raise CheckFailed(
+            f"the scale is applied after the softmax (to the output): divide the scores by sqrt(d) before the "
+            f"softmax ({where})"
         )
-    except CheckFailed as failure:
-        error = failure.__cause__
-        if isinstance(error, RuntimeError) and ("shape" in str(error) or "size" in str(error)):
-            # most often q @ k with k not transposed
-            hint = " (the scores are q @ k.transpose(-2, -1): did you forget to transpose k?)"
-            raise CheckFailed(f"{failure}{hint}") from error
-        raise
 
 
 def check_attention(
@@ -84,8 +158,17 @@ def check_attention(
         q, k, v = (torch.randn(shape, generator=generator) for shape in (q_shape, k_shape, v_shape))
         expected_out, expected_weights = scaled_dot_product_attention(q, k, v)
         where = f"for q {q_shape}, k {k_shape}, v {v_shape}"
-        out, weights = _call_attention(fn, q, k, v, where)
-
+        out, weights = call_learner(
+            fn,
+            q.clone(),
+            k.clone(),
+            v.clone(),
+            returns=_is_pair_of_tensors,
+            expected="a pair of tensors (out, weights)",
+            where=where,
+            explain=_explain_attention_crash(q, k, v),
+        )
+        _raise_if_scaled_after_softmax(out, weights, q, k, v, where)
         weight_hints = {  # where two shapes coincide, the later entry wins
             (*k_shape[:-1], q_shape[-2]): "q and k are swapped: the scores are q @ k^T, one row per query, not k @ q^T",
             (*q_shape[:-2], q_shape[-1], k_shape[-1]): "the scores are q @ k^T (N_q x N_k), not q^T @ k (d x d)",
@@ -100,8 +183,10 @@ def check_attention(
                 shape_wording="expected weights of shape {} (..., N_q, N_k)",
                 shape_hints=weight_hints,
                 atol=ATOL,
-                mistakes=_weight_variants(q, k),
+                mistakes=_weight_variants(q, k, v),
                 name="weights",
+                nan_hint="softmax(dim=-1) never gives NaN; exp without subtracting the row's maximum can overflow",
+                same_dtype=True,
             )
         )
         verdicts.append(
@@ -114,6 +199,7 @@ def check_attention(
                 mistakes=_out_variants(expected_weights, q, v),
                 name="out",
                 advice=": out = weights @ v",
+                same_dtype=True,
             )
         )
     print(f"✓ attention matches the reference on {len(ATTENTION_CASES)} cases (out and weights): {summarize(verdicts)}")
@@ -141,6 +227,49 @@ def _masks(generator: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor,
     return cases
 
 
+def _masked_softmax_variants(scores: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible masked softmax results, each keyed by the sentence that explains it."""
+    masked = scores.masked_fill(~mask, float("-inf"))  # (..., N_q, N_k)
+    variants = {
+        "the mask is inverted: True means 'may attend' (torch's convention), so hide the keys "
+        "where the mask is False (scores.masked_fill(~mask, -inf))": scores.masked_fill(mask, float("-inf")).softmax(
+            -1
+        ),
+        "hidden keys still get weight: a score of 0 is not 'no attention' (exp(0) = 1); fill the "
+        "hidden scores with -inf, so that exp gives exactly 0": scores.masked_fill(~mask, 0.0).softmax(-1),
+        "you masked after the softmax without renormalising: the rows no longer sum to 1; mask the "
+        "scores with -inf before the softmax": scores.softmax(-1).masked_fill(~mask, 0.0),
+        "the softmax runs over the wrong axis: each row (one query's weights over the keys) must "
+        "sum to 1, so use dim=-1": masked.softmax(-2),
+        "the hidden scores are filled with +inf, which gives NaN (inf - inf); fill them with float('-inf'), "
+        "so that exp gives exactly 0": scores.masked_fill(~mask, float("inf")).softmax(-1),
+        "you returned the masked scores; apply the softmax over the keys (dim=-1) to them": masked,
+        "log_softmax gives the logarithm of the weights; use softmax": masked.log_softmax(-1),
+    }
+    for dim in range(scores.ndim - 2):  # the leading (batch, head) axes
+        variants[
+            f"the softmax runs over axis {dim}, a batch or head axis; each row (one query's weights over the keys) "
+            "must sum to 1, so use dim=-1"
+        ] = masked.softmax(dim)
+    transposed = mask.transpose(-2, -1)
+    if _broadcasts(scores.shape, transposed.shape):
+        variants[
+            "the mask is transposed: mask[..., i, j] says whether query i may attend to key j, so the keys are "
+            "the mask's last axis, as in the scores"
+        ] = scores.masked_fill(~transposed, float("-inf")).softmax(-1)
+    return variants
+
+
+def _explain_masking_crash(error: Exception) -> str | None:
+    """Names boolean indexing with a mask that only broadcasts to the scores."""
+    if "The shape of the mask" in str(error):
+        return (
+            "scores[~mask] needs a mask of the scores' full shape; scores.masked_fill(~mask, float('-inf')) "
+            "broadcasts the mask"
+        )
+    return None
+
+
 def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
     """Check a learner's masked_softmax(scores, mask) -> weights: softmax over the keys (last axis),
     where `mask` is boolean, True = may attend, broadcastable to scores (..., N_q, N_k)."""
@@ -149,7 +278,7 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
     for scores, mask, description in _masks(generator):
         expected = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)  # (..., N_q, N_k)
         where = f"for scores {tuple(scores.shape)} and {description}"
-        got = call_learner(fn, scores.clone(), mask.clone())
+        got = call_learner(fn, scores.clone(), mask.clone(), where=where, explain=_explain_masking_crash)
 
         def hidden_keys_weighted(got: torch.Tensor) -> str | None:
             """Names weight left on the keys the mask hides."""
@@ -158,18 +287,6 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
                 return f"hidden keys get weight up to {got[hidden].abs().max():.3g} {where}; they must get 0"
             return None
 
-        variants = {
-            "the mask is inverted: True means 'may attend' (torch's convention), so hide the keys "
-            "where the mask is False (scores.masked_fill(~mask, -inf))": scores.masked_fill(
-                mask, float("-inf")
-            ).softmax(-1),
-            "hidden keys still get weight: a score of 0 is not 'no attention' (exp(0) = 1); fill the "
-            "hidden scores with -inf, so that exp gives exactly 0": scores.masked_fill(~mask, 0.0).softmax(-1),
-            "you masked after the softmax without renormalising: the rows no longer sum to 1; mask the "
-            "scores with -inf before the softmax": scores.softmax(-1).masked_fill(~mask, 0.0),
-            "the softmax runs over the wrong axis: each row (one query's weights over the keys) must "
-            "sum to 1, so use dim=-1": scores.masked_fill(~mask, float("-inf")).softmax(-2),
-        }
         verdicts.append(
             compare(
                 got,
@@ -177,8 +294,11 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
                 where,
                 shape_wording="expected weights of shape {}",
                 atol=ATOL,
-                mistakes=variants,
+                mistakes=_masked_softmax_variants(scores, mask),
                 diagnose=hidden_keys_weighted,
+                nan_hint="softmax gives NaN for a row whose keys are all hidden, or for +inf in the scores; "
+                "fill the hidden scores with float('-inf'), and keep the keys on the last axis",
+                same_dtype=True,
             )
         )
     print(f"✓ masked_softmax matches the reference on {len(verdicts)} masks: {summarize(verdicts)}")

@@ -2,10 +2,18 @@
 
 A checker prints one line when the learner's function is right ("exact" or "approximate, max
 difference ...") and raises CheckFailed with a sentence a learner understands when it is not.
-A blank exercise raises NotImplementedError, which passes through untouched.
+A blank exercise raises NotImplementedError, which passes through untouched; anything else the
+learner's function raises or returns (None, a string, a tensor of the wrong dtype, NaN) becomes a
+CheckFailed that names what came.
 """
 
+import dis
+import math
+import os
+import re
+import sysconfig
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,27 +42,115 @@ def _returns_ok(result: Any, returns: Returns) -> bool:
     return bool(returns(result))
 
 
-def call_learner(fn: Callable, *args, returns: Returns = torch.Tensor, expected: str | None = None, where: str = ""):
+def describe(value: Any) -> str:
+    """What came back, in words: 'None (...)', 'float 1.5', 'tuple of 2 (Tensor, NoneType)',
+    'Tensor of dtype float64 and shape (2, 3)'.
+
+    Starts with the type's name (a message reads "expected ..., got tuple of 2 (...)").
+    """
+    kind = type(value).__name__
+    if value is None:
+        return "None (did your function forget to `return` its result?)"
+    if isinstance(value, torch.Tensor):
+        return f"{kind} of dtype {str(value.dtype).removeprefix('torch.')} and shape {tuple(value.shape)}"
+    if isinstance(value, tuple | list):
+        names = ", ".join(type(item).__name__ for item in value[:4]) + (", ..." if len(value) > 4 else "")
+        return f"{kind} of {len(value)} ({names})"
+    if isinstance(value, bool | int | float | complex | str) and len(repr(value)) <= 40:
+        return f"{kind} {value!r}"
+    return kind
+
+
+_LIBRARIES = tuple(
+    str(Path(path).resolve()) + os.sep
+    for path in {*sysconfig.get_paths().values(), Path(torch.__file__).parent, Path(__file__).parents[1]}
+)
+
+
+def is_blank_exercise(error: NotImplementedError) -> bool:
+    """Whether `error` is a blank exercise: a `raise NotImplementedError(...)` statement in the
+    learner's own code, not one that torch (or another library) raised for an operation it lacks."""
+    traceback = error.__traceback__
+    if traceback is None:
+        return True
+    while traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    code = traceback.tb_frame.f_code
+    if str(Path(code.co_filename).resolve()).startswith(_LIBRARIES):
+        return False
+    raised_here = 0 <= traceback.tb_lasti < len(code.co_code)  # a C function raising leaves tb_lasti on the call
+    return raised_here and dis.opname[code.co_code[traceback.tb_lasti]] in ("RAISE_VARARGS", "RERAISE")
+
+
+def _explain_torch_error(error: Exception) -> str:
+    """A sentence for a torch error whose own words puzzle a learner, or ''."""
+    text = str(error)
+    dtype = re.search(r"not implemented for '(\w+)'", text)
+    if isinstance(error, NotImplementedError) and dtype:
+        return f"torch has no such operation for a {dtype[1]} tensor; was a mask or an integer tensor used as values?"
+    if isinstance(error, NotImplementedError):
+        return "this NotImplementedError came from inside torch, not from a blank exercise"
+    return ""
+
+
+def call_learner(
+    fn: Callable,
+    *args,
+    returns: Returns = torch.Tensor,
+    expected: str | None = None,
+    where: str = "",
+    explain: Callable[[Exception], str | None] | None = None,
+):
     """Run the learner's function; turn its own exception or a result of the wrong kind into a readable failure.
 
     Args:
-        fn: the learner's function, called as fn(*args); NotImplementedError (a blank exercise) passes through.
+        fn: the learner's function, called as fn(*args); a blank exercise's NotImplementedError passes through.
         returns: what the result must be: a type, a tuple of types, or a predicate (result -> bool).
         expected: that in words, e.g. "a pair (out, weights)"; by default the type names ("a torch.Tensor").
-        where: the case, named in the message when the function raises, e.g. "for q (2, 7, 16)".
+        where: the case, named in the message, e.g. "for q (2, 7, 16)".
+        explain: the learner's exception -> a sentence naming its likely cause, or None; added to the message.
     Returns:
         the learner's result.
     """
+    case = f" {where}" if where else ""
+    if not callable(fn):
+        raise CheckFailed(
+            f"expected your function itself, got {describe(fn)}: pass the function without calling it, "
+            "e.g. check_patchify(my_patchify), not check_patchify(my_patchify(images, 8))"
+        )
     try:
         result = fn(*args)
-    except NotImplementedError:
-        raise
+    except NotImplementedError as error:
+        if is_blank_exercise(error):
+            raise
+        failure = error
     except Exception as error:  # the learner's code may raise anything
-        case = f" {where}" if where else ""
-        raise CheckFailed(f"your function raised {type(error).__name__}{case}: {error}") from error
-    if not _returns_ok(result, returns):
-        raise CheckFailed(f"expected {expected or _in_words(returns)}, got {type(result).__name__}")
-    return result
+        failure = error
+    else:
+        if not _returns_ok(result, returns):
+            raise CheckFailed(f"expected {expected or _in_words(returns)}, got {describe(result)}{case}")
+        return result
+    hint = (explain(failure) if explain else None) or _explain_torch_error(failure)
+    hint = f" ({hint})" if hint else ""
+    raise CheckFailed(f"your function raised {type(failure).__name__}{case}: {failure}{hint}") from failure
+
+
+def whole_number(value: Any, what: str, where: str = "") -> int:
+    """`value` as an int when it is a whole number (an int, a whole float, a NumPy or one-element torch
+    number); CheckFailed naming what came otherwise (a bool, a fraction, NaN, a string, None, ...).
+
+    Args:
+        what: the number's name in the message, e.g. "num_tokens".
+    """
+    case = f" {where}" if where else ""
+    one_element_array = isinstance(value, torch.Tensor) or type(value).__module__ == "numpy"
+    one_element_array = one_element_array and math.prod(getattr(value, "shape", (0,))) == 1
+    number = value.item() if one_element_array else value  # a torch or NumPy number -> a Python one
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        raise CheckFailed(f"{what} must be a whole number, got {describe(value)}{case}")
+    if isinstance(number, float) and not (math.isfinite(number) and number.is_integer()):
+        raise CheckFailed(f"{what} must be a whole number, got {number!r}{case}")
+    return int(number)
 
 
 def match_or_raise(got: torch.Tensor, expected: torch.Tensor, atol: float = 1e-6) -> str:
@@ -78,6 +174,8 @@ def raise_if_known_mistake(
         where: the case that showed it, e.g. "for x of shape (2, 5, 24)", added in brackets.
     """
     for reason, wrong in mistakes.items():
+        if not torch.isfinite(wrong).any():  # all NaN or inf: it would name any result that is all NaN
+            continue
         if wrong.shape == got.shape and torch.allclose(
             got.double(), wrong.double(), atol=atol, rtol=rtol, equal_nan=True
         ):
@@ -116,6 +214,63 @@ def raise_if_wrong_shape(
     raise CheckFailed(f"{shape_wording.format(tuple(expected.shape))}, got {shape} {where}{explanation}")
 
 
+_DTYPE_HINTS = {
+    torch.bool: "True/False values came back (a comparison, or the mask itself), not numbers",
+    torch.float64: "float64 comes from NumPy arrays or dtype=torch.float64; convert it with .float()",
+    torch.float16: "half precision loses digits; compute in float32",
+    torch.bfloat16: "half precision loses digits; compute in float32",
+}
+
+
+def _dtype_is_fine(got: torch.dtype, expected: torch.dtype, same_dtype: bool) -> bool:
+    """Whether a result of dtype `got` may be compared with a reference of dtype `expected`: the same
+    dtype, or (unless same_dtype) a float of 32 bits or more for a float reference, or any dtype
+    against a reference that is not a float."""
+    if got == expected or not (same_dtype or expected.is_floating_point):
+        return True
+    if same_dtype or not got.is_floating_point:
+        return False
+    return torch.finfo(got).bits >= min(torch.finfo(expected).bits, 32)  # half precision loses the reference's digits
+
+
+def raise_if_not_like(got: Any, expected: torch.Tensor, where: str, name: str = "", same_dtype: bool = False) -> None:
+    """Raise CheckFailed when `got` is not a tensor on expected's device whose dtype can hold the
+    reference's values: an integer, boolean, complex or half-precision tensor for a float reference.
+
+    Args:
+        name: what `got` is, e.g. "weights", put in front of the message.
+        same_dtype: refuse any other dtype too, e.g. float64 for a float32 reference.
+    """
+    label = f"{name}: " if name else ""
+    if not isinstance(got, torch.Tensor):
+        raise CheckFailed(f"{label}expected a torch.Tensor, got {describe(got)} {where}")
+    if not _dtype_is_fine(got.dtype, expected.dtype, same_dtype):
+        dtype, wanted = (str(t).removeprefix("torch.") for t in (got.dtype, expected.dtype))
+        if got.dtype.is_floating_point or got.dtype.is_complex or got.dtype == torch.bool:
+            hint = _DTYPE_HINTS.get(got.dtype, f"convert it with .to(torch.{wanted})")
+        else:
+            hint = "whole numbers lose the fractions; keep the inputs' float dtype (torch.arange and // give integers)"
+        raise CheckFailed(f"{label}expected a {wanted} tensor, got {dtype} {where}: {hint}")
+    if got.device != expected.device:
+        raise CheckFailed(
+            f"{label}expected a tensor on {expected.device}, like the inputs, got one on {got.device} {where}"
+        )
+
+
+def raise_if_not_finite(got: torch.Tensor, expected: torch.Tensor, where: str, name: str = "", hint: str = "") -> None:
+    """Raise CheckFailed when `got` holds NaN or infinite values where `expected` holds numbers.
+
+    Args:
+        hint: what usually causes it in this exercise, appended after a colon.
+    """
+    for what, test in (("NaN", torch.isnan), ("infinite", torch.isinf)):
+        bad = test(got) & ~test(expected)
+        if bad.any():
+            label = f"{name}: " if name else ""
+            explanation = f": {hint}" if hint else ""
+            raise CheckFailed(f"{label}{int(bad.sum())} of {got.numel()} values are {what} {where}{explanation}")
+
+
 def compare(
     got: torch.Tensor,
     expected: torch.Tensor,
@@ -132,9 +287,12 @@ def compare(
     diagnose: Callable[[torch.Tensor], str | None] | None = None,
     name: str = "",
     advice: str = "",
+    nan_hint: str = "",
+    same_dtype: bool = False,
 ) -> str:
-    """Compare the learner's tensor with the reference: shape, then values, then the known mistakes
-    (a known mistake of a wrong shape that shape_hints does not explain is named before the shape).
+    """Compare the learner's tensor with the reference: type, dtype and device, shape, then values, then
+    the known mistakes (a known mistake of a wrong shape that shape_hints does not explain is named
+    before the shape), then NaN, then diagnose.
 
     Args:
         got: the learner's result, any shape.
@@ -147,9 +305,13 @@ def compare(
         diagnose: got -> a whole message (with `where`) for a wrong result the table cannot name, or None.
         name: what `got` is, e.g. "weights", put in front of the generic message ("weights: values differ ...").
         advice: appended to the generic message, with its own separator, e.g. ": out = weights @ v".
+        nan_hint: what usually puts NaN or inf in this exercise's result, added to that message.
+        same_dtype: refuse a result of any other dtype than the reference's (float64 for float32 too);
+            by default only one that cannot hold its values (an integer, a boolean, a half-precision float).
     Returns:
         the verdict, "exact" or "approximate (max difference ...)".
     """
+    raise_if_not_like(got, expected, where, name, same_dtype)
     got, mistakes = got.detach(), mistakes or {}
     if got.shape != expected.shape and tuple(got.shape) not in (shape_hints or {}):
         raise_if_known_mistake(got, mistakes, where, atol=mistake_atol, rtol=mistake_rtol)
@@ -167,6 +329,7 @@ def compare(
     except CheckFailed as failure:
         difference = failure
     raise_if_known_mistake(got, mistakes, where, atol=mistake_atol, rtol=mistake_rtol)
+    raise_if_not_finite(got, expected, where, name, nan_hint)
     diagnosis = diagnose(got) if diagnose else None
     if diagnosis:
         raise CheckFailed(diagnosis)

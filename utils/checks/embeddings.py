@@ -2,6 +2,8 @@
 sin-cos position table, and resizing a position table to a new patch grid."""
 
 import itertools
+import math
+import re
 from collections.abc import Callable
 
 import torch
@@ -49,27 +51,39 @@ def _token_variants(patches, E, cls_token, pos_embed) -> dict[str, torch.Tensor]
     }
 
 
-def _call_build_tokens(fn: Callable, patches, E, cls_token, pos_embed, where: str) -> torch.Tensor:
-    """call_learner, plus what its two classic crashes mean: patches and E multiplied the wrong way,
-    a class token not expanded over the batch."""
-    B = patches.shape[0]
-    try:
-        return call_learner(fn, patches.clone(), E.clone(), cls_token.clone(), pos_embed.clone())
-    except CheckFailed as failure:
-        text = str(failure)
-        if "cannot be multiplied" in text:
-            raise CheckFailed(
-                f"{failure} {where}: E is (C*P*P, D), so the projection is patches @ E, "
-                "(B, N, C*P*P) @ (C*P*P, D) -> (B, N, D)"
-            ) from None
-        not_expanded = B > 1 and "Sizes of tensors must match" in text
-        if not_expanded and _works_for_one_image(fn, patches, E, cls_token, pos_embed):
-            raise CheckFailed(
-                f"{failure} {where}: it works for one image but not for {B}: the class "
-                "token (1, 1, D) is not expanded over the batch; use "
-                "cls_token.expand(B, -1, -1) before torch.cat"
-            ) from None
-        raise CheckFailed(f"{failure} {where}") from None
+def _explain_build_tokens_crash(fn: Callable, patches, E, cls_token, pos_embed) -> Callable[[Exception], str | None]:
+    """error -> what the classic crashes of build_tokens mean: the patches not projected, or multiplied
+    with E the wrong way, a class token not expanded over the batch, torch.cat along the wrong axis or
+    torch.stack, pos_embed added before the class token is in."""
+    B, N, CPP = patches.shape
+    D = E.shape[1]
+
+    def explain(error: Exception) -> str | None:
+        text = str(error)
+        cat_sizes = re.search(r"Expected size (\d+) but got size (\d+)", text)
+        if cat_sizes and {int(cat_sizes[1]), int(cat_sizes[2])} == {D, CPP} and D != CPP:
+            return "the patches are not projected: tokens = patches @ E, (B, N, C*P*P) -> (B, N, D)"
+        wrong_cat_axis = re.search(r"Sizes of tensors must match except in dimension (\d+)", text)
+        sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", text)
+        if "cannot be multiplied" in text or "dimensions of batch2" in text:
+            return "E is (C*P*P, D), so the projection is patches @ E, (B, N, C*P*P) @ (C*P*P, D) -> (B, N, D)"
+        if wrong_cat_axis and wrong_cat_axis[1] != "1":
+            return "join the class token and the patch tokens along the token axis: torch.cat([cls, tokens], dim=1)"
+        if wrong_cat_axis and B > 1 and _works_for_one_image(fn, patches, E, cls_token, pos_embed):
+            return (
+                f"it works for one image but not for {B}: the class token (1, 1, D) is not expanded over the "
+                "batch; use cls_token.expand(B, -1, -1) before torch.cat"
+            )
+        if "stack expects each tensor to be equal size" in text:
+            return "torch.stack puts tensors on a new axis; join them along the token axis with torch.cat(..., dim=1)"
+        if sizes and {int(sizes[1]), int(sizes[2])} == {N, N + 1}:
+            return (
+                "pos_embed has N + 1 rows, one per token with the class token first: add it after "
+                "prepending the class token"
+            )
+        return None
+
+    return explain
 
 
 def _works_for_one_image(fn: Callable, patches, E, cls_token, pos_embed) -> bool:
@@ -110,7 +124,9 @@ def check_token_sequence(fn: Callable[..., torch.Tensor]) -> None:
         patches, E, cls_token, pos_embed = _token_inputs(B, N, CPP, D, generator)
         expected = prepend_cls_token(patches @ E, cls_token) + pos_embed  # (B, N + 1, D)
         where = f"for patches of shape {(B, N, CPP)} and D = {D}"
-        got = _call_build_tokens(fn, patches, E, cls_token, pos_embed, where)
+        explain = _explain_build_tokens_crash(fn, patches, E, cls_token, pos_embed)
+        args = (patches.clone(), E.clone(), cls_token.clone(), pos_embed.clone())
+        got = call_learner(fn, *args, where=where, explain=explain)
 
         def only_token_0_wrong(got: torch.Tensor) -> str | None:
             """Names right patch tokens with a wrong class token."""
@@ -131,6 +147,7 @@ def check_token_sequence(fn: Callable[..., torch.Tensor]) -> None:
                 mistakes=_token_variants(patches, E, cls_token, pos_embed),
                 mistake_atol=1e-4,
                 diagnose=only_token_0_wrong,
+                same_dtype=True,
             )
         )
     print(
@@ -144,11 +161,11 @@ SINCOS_CASES = [(3, 5, 16), (2, 7, 32), (4, 4, 8), (14, 14, 64)]  # (rows, cols,
 
 _FREQUENCIES = {  # q = D/4 frequencies per axis, i = 0 .. q - 1; the first one is right
     "right": lambda i, q: 1.0 / 10000 ** (i / q),
-    "used the full width D in the exponent (1/10000^(2i/D)); each axis has its own D/2 "
+    "you used the full width D in the exponent (1/10000^(2i/D)); each axis has its own D/2 "
     "channels, so omega_i = 1/10000^(i/(D/4))": lambda i, q: 1.0 / 10000 ** (i / (2 * q)),
-    "used 1/10000^(i/D); the exponent runs over the D/4 frequencies of one axis: "
+    "you used 1/10000^(i/D); the exponent runs over the D/4 frequencies of one axis: "
     "omega_i = 1/10000^(i/(D/4))": lambda i, q: 1.0 / 10000 ** (i / (4 * q)),
-    "divided by D/4 - 1 in the exponent; omega_i = 1/10000^(i/(D/4)) for i = 0 .. D/4 - 1, "
+    "you divided by D/4 - 1 in the exponent; omega_i = 1/10000^(i/(D/4)) for i = 0 .. D/4 - 1, "
     "so the lowest frequency is just above 1/10000": lambda i, q: 1.0 / 10000 ** (i / max(q - 1, 1)),
     "the frequencies are not inverted (10000^(i/(D/4)) grows); omega_i = 1/10000^(i/(D/4)) "
     "falls from 1 to about 1/10000": lambda i, q: 10000.0 ** (i / q),
@@ -158,12 +175,35 @@ _FREQUENCIES = {  # q = D/4 frequencies per axis, i = 0 .. q - 1; the first one 
 }
 
 
-def _sincos_variant(rows: int, cols: int, D: int, axes_swapped: bool, order: str, frequency) -> torch.Tensor:
+_POSITIONS = {  # how the N patches get their (row, col) positions; the first one is right
+    "row-major": None,
+    "from 1": "the positions start at 1; the first row and column of patches are position 0 "
+    "(torch.arange(rows), torch.arange(cols))",
+    "column-major": "the positions run in column-major order (top to bottom first); the table follows the "
+    "patches left to right, then top to bottom: col = arange(cols).repeat(rows), "
+    "row = arange(rows).repeat_interleave(cols) (meshgrid needs indexing='ij')",
+}
+
+
+def _positions(rows: int, cols: int, positions: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row, col) of the N patches, each (N,), laid out as `positions` says (a key of _POSITIONS)."""
+    row = torch.arange(rows, dtype=torch.float64).repeat_interleave(cols)  # (N,): 0, 0, .., 1, 1, ..
+    col = torch.arange(cols, dtype=torch.float64).repeat(rows)  # (N,): 0, 1, .., 0, 1, ..
+    if positions == "from 1":
+        return row + 1, col + 1
+    if positions == "column-major":  # top to bottom first
+        col_major = torch.arange(rows * cols, dtype=torch.float64)  # (N,)
+        return col_major % rows, col_major // rows
+    return row, col
+
+
+def _sincos_variant(
+    rows: int, cols: int, D: int, axes_swapped: bool, order: str, frequency, positions: str = "row-major"
+) -> torch.Tensor:
     """A 2-D sin-cos table (N, D) built with the given layout choices (no class-token row)."""
     q = D // 4
     omega = frequency(torch.arange(q, dtype=torch.float64), q)  # (q,)
-    row = torch.arange(rows, dtype=torch.float64).repeat_interleave(cols)  # (N,)
-    col = torch.arange(cols, dtype=torch.float64).repeat(rows)  # (N,)
+    row, col = _positions(rows, cols, positions)  # each (N,)
 
     def code(positions):  # (N,) -> (N, D/2)
         angles = positions[:, None] * omega[None]  # (N, q)
@@ -185,10 +225,11 @@ def _name_sincos_mistake(table: torch.Tensor, rows: int, cols: int, D: int) -> s
         "interleaved": "sin and cos are interleaved (sin, cos, sin, cos, ... as in the 1-D Transformer code); "
         "here each half is all the sines, then all the cosines",
     }
-    for (name, frequency), axes_swapped, order in itertools.product(_FREQUENCIES.items(), (False, True), orders):
-        variant = _sincos_variant(rows, cols, D, axes_swapped, order, frequency)
+    choices = itertools.product(_POSITIONS, _FREQUENCIES.items(), (False, True), orders)
+    for positions, (name, frequency), axes_swapped, order in choices:
+        variant = _sincos_variant(rows, cols, D, axes_swapped, order, frequency, positions)
         if torch.allclose(table, variant, atol=1e-4):
-            reasons = []
+            reasons = [_POSITIONS[positions]] if _POSITIONS[positions] else []
             if axes_swapped:
                 reasons.append(
                     "rows and columns are swapped: the FIRST half of the channels codes the column "
@@ -197,14 +238,15 @@ def _name_sincos_mistake(table: torch.Tensor, rows: int, cols: int, D: int) -> s
             if orders[order]:
                 reasons.append(orders[order])
             if name != "right":
-                reasons.append(f"wrong frequencies: you {name}")
+                reasons.append(f"wrong frequencies: {name}")
             return "; ".join(reasons) if reasons else None
     return None
 
 
 def _layout_is_right_but_not_the_frequencies(table: torch.Tensor, rows: int, cols: int, D: int) -> bool:
     """True when the channels pair up as sin/cos of one angle, the first half depends on the column
-    only and the second on the row only: then only the frequencies can be wrong."""
+    only and the second on the row only, and the first row and column have angle 0: then only the
+    frequencies (or the spacing of the positions) can be wrong."""
     q = D // 4
     grid = table.reshape(rows, cols, D).double()
     one = torch.ones(1, dtype=torch.float64)
@@ -214,7 +256,24 @@ def _layout_is_right_but_not_the_frequencies(table: torch.Tensor, rows: int, col
     )
     column_half_ok = torch.allclose(grid[:, :, : 2 * q], grid[:1, :, : 2 * q].expand(rows, -1, -1), atol=1e-4)
     row_half_ok = torch.allclose(grid[:, :, 2 * q :], grid[:, :1, 2 * q :].expand(-1, cols, -1), atol=1e-4)
-    return pairs_ok and column_half_ok and row_half_ok
+    at_zero = torch.cat([torch.zeros(q), torch.ones(q)]).double().repeat(2)  # sin 0 = 0, cos 0 = 1
+    starts_at_zero = torch.allclose(grid[0, 0], at_zero, atol=1e-4)
+    return pairs_ok and column_half_ok and row_half_ok and starts_at_zero
+
+
+def _temperature(table: torch.Tensor, cols: int, D: int) -> float | None:
+    """The T of omega_i = 1/T^(i/(D/4)) that a table of the right layout was built with, or None when its
+    frequencies follow no such rule (the angles are read off the patch in row 0, column 1)."""
+    q = D // 4
+    if cols < 2 or q < 2:
+        return None
+    sin, cos = table[1, :q].double(), table[1, q : 2 * q].double()
+    omega = torch.atan2(sin, cos)  # (q,): the angle 1 * omega_i, right while omega_i < pi
+    if not (omega.min() > 0 and abs(omega[0].item() - 1) < 1e-3):
+        return None
+    T = omega[1].item() ** -q
+    fits = torch.allclose(omega, T ** -(torch.arange(q, dtype=torch.float64) / q), rtol=1e-3, atol=1e-6)
+    return T if fits and math.isfinite(T) else None
 
 
 def _name_sincos_table_mistake(
@@ -232,12 +291,22 @@ def _name_sincos_table_mistake(
     reason = _name_sincos_mistake(patch_rows, rows, cols, D)
     if reason:
         return f"{reason} ({where})"
-    if _layout_is_right_but_not_the_frequencies(patch_rows, rows, cols, D):
+    if not _layout_is_right_but_not_the_frequencies(patch_rows, rows, cols, D):
+        return None
+    T = _temperature(patch_rows, cols, D)
+    wrong = "the layout is right but the frequencies are wrong"
+    if T is not None and abs(math.log10(T) - round(math.log10(T))) < 1e-3:  # a power of ten: a typo'd 10000
         return (
-            f"the layout is right but the frequencies are wrong: omega_i = 1/10000^(i/(D/4)) "
-            f"for i = 0 .. D/4 - 1 ({where})"
+            f"{wrong}: they fall with a temperature of {T:.4g}; it must be 10000 (1e4 or 10_000; 10e4 is "
+            f"100000): omega_i = 1/10000^(i/(D/4)) ({where})"
         )
-    return None
+    if T is not None:  # the same table as another denominator in the exponent
+        width = math.log(10000) / math.log(T) / 4
+        return f"{wrong}: yours are 1/10000^(i/({width:.3g} D)); omega_i = 1/10000^(i/(D/4)) ({where})"
+    return (
+        f"{wrong}: omega_i = 1/10000^(i/(D/4)) for i = 0 .. D/4 - 1 (or the positions are scaled: they "
+        f"must be 0, 1, 2, ...) ({where})"
+    )
 
 
 def check_sincos_2d(fn: Callable[[int, int, int], torch.Tensor]) -> None:
@@ -251,12 +320,18 @@ def check_sincos_2d(fn: Callable[[int, int, int], torch.Tensor]) -> None:
         where = f"for a {rows} x {cols} grid and D = {D}"
         missing_class_row = "the class token's row is missing; prepend one all-zero row (it belongs to no patch)"
         one_axis = "only one axis is coded; concatenate the column code and the row code, D/2 channels each"
+        too_many, per_axis = (
+            "the table is too wide: you made",
+            "each axis has D/4 frequencies, each with a sin and a cos",
+        )
         shape_hints = {
             (1, N, D): missing_class_row,
             (N, D): missing_class_row,
             (1 + N, D): "the batch axis is missing; return table.unsqueeze(0)",
             (1, 1 + N, D // 2): one_axis,
             (1, N, D // 2): one_axis,
+            (1, 1 + N, 2 * D): f"{too_many} D/2 frequencies per axis (arange(D // 2)); {per_axis}",
+            (1, 1 + N, 4 * D): f"{too_many} D frequencies per axis (arange(D)); {per_axis}",
         }
         verdicts.append(
             compare(
@@ -266,6 +341,7 @@ def check_sincos_2d(fn: Callable[[int, int, int], torch.Tensor]) -> None:
                 shape_hints=shape_hints,
                 atol=1e-5,
                 diagnose=lambda got: _name_sincos_table_mistake(got, expected, rows, cols, D, where),
+                same_dtype=True,
             )
         )
     print(f"✓ sincos_2d matches the reference table on {len(verdicts)} grids: {summarize(verdicts)}")
@@ -287,22 +363,31 @@ def _resize_variants(pos_embed, old, new) -> dict[str, torch.Tensor]:
     D = pos_embed.shape[-1]
     cls, grid = pos_embed[:, :1], pos_embed[:, 1:]  # (1, 1, D), (1, N, D)
 
-    def resample(image, **options):  # (1, D, r, c) -> (1, D, nr, nc)
+    def resample(image, size=(nr, nc), **options):  # (1, D, r, c) -> (1, D, *size)
         settings = dict(mode="bicubic", align_corners=False, antialias=True) | options
-        return F.interpolate(image, size=(nr, nc), **settings)
+        return F.interpolate(image, size=size, **settings)
 
     right_image = grid.reshape(1, r, c, D).permute(0, 3, 1, 2)  # (1, D, r, c)
     back = lambda image: image.permute(0, 2, 3, 1).reshape(1, nr * nc, D)  # noqa: E731
+    swapped = "rows and columns are swapped: the table is row-major, (rows, cols), and so is the new size"
+    permuted = (
+        "rows and columns are swapped: permute(0, 3, 1, 2) makes (1, D, rows, cols), permute(0, 3, 2, 1) makes "
+        "(1, D, cols, rows)"
+    )
     variants = {
         "you reshaped the (1, N, D) table straight to (1, D, rows, cols); the channels are the LAST "
         "axis: reshape to (1, rows, cols, D) and permute(0, 3, 1, 2)": back(resample(grid.reshape(1, D, r, c))),
         "after interpolating you reshaped (1, D, rows', cols') straight to (1, N', D); permute(0, 2, 3, 1) "
         "first to bring the channels last": resample(right_image).reshape(1, nr * nc, D),
-        "rows and columns are swapped: the table is row-major, (rows, cols), and so is the new size": back(
-            resample(grid.reshape(1, c, r, D).permute(0, 3, 2, 1))
-        ),
+        swapped: back(resample(grid.reshape(1, c, r, D).permute(0, 3, 2, 1))),
+        f"{swapped} (size=(new_rows, new_cols))": back(resample(right_image, size=(nc, nr))),
+        f"{permuted}, going in": back(resample(grid.reshape(1, r, c, D).permute(0, 3, 2, 1))),
+        f"{permuted}, going in and out": resample(grid.reshape(1, r, c, D).permute(0, 3, 2, 1))
+        .permute(0, 3, 2, 1)
+        .reshape(1, nr * nc, D),
         "use mode='bicubic', not 'bilinear'": back(resample(right_image, mode="bilinear", antialias=False)),
         "use mode='bicubic', not 'bilinear' (and antialias=True)": back(resample(right_image, mode="bilinear")),
+        "use mode='bicubic', not 'nearest'": back(F.interpolate(right_image, size=(nr, nc), mode="nearest")),
         "use antialias=True (it changes the bicubic kernel, and smooths when shrinking)": back(
             resample(right_image, antialias=False)
         ),
@@ -313,7 +398,11 @@ def _resize_variants(pos_embed, old, new) -> dict[str, torch.Tensor]:
             resample(right_image, align_corners=True, antialias=False)
         ),
     }
-    return {reason: torch.cat([cls, table], dim=1) for reason, table in variants.items()}
+    tables = {reason: torch.cat([cls, table], dim=1) for reason, table in variants.items()}
+    tables["the class token's entry must come first, in front of the resized grid, not after it"] = torch.cat(
+        [back(resample(right_image)), cls], dim=1
+    )
+    return tables
 
 
 def check_resize_pos_embed(fn: Callable[..., torch.Tensor]) -> None:
@@ -351,6 +440,7 @@ def check_resize_pos_embed(fn: Callable[..., torch.Tensor]) -> None:
                 mistakes=_resize_variants(pos_embed, old, new),
                 mistake_atol=1e-4,
                 diagnose=class_entry_changed,
+                same_dtype=True,
             )
         )
     print(f"✓ resize matches the reference on {len(verdicts)} grids: {summarize(verdicts)}")

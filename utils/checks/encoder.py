@@ -1,13 +1,16 @@
 """Lesson 5's exercise checkers: an encoder block's forward pass, and a ViT's parameter count."""
 
-import numbers
+import copy
+import itertools
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from utils.checks.core import CheckFailed, call_learner, compare, summarize
+from utils.checks.core import CheckFailed, call_learner, compare, summarize, whole_number
+from utils.checks.multi_head import varies_between_calls
 from utils.encoder import EncoderBlock
+from utils.patches import to_2tuple
 from utils.vit import VisionTransformer, ViTConfig
 
 BLOCK_CASES = [  # (B, T, D, heads, mlp_ratio)
@@ -15,6 +18,11 @@ BLOCK_CASES = [  # (B, T, D, heads, mlp_ratio)
     (1, 9, 24, 3, 2.0),
     (3, 4, 8, 1, 4.0),
 ]
+
+ATTN_TAKES_TOKENS = (
+    "attn takes the normalised tokens only, attn(norm1(x)), and returns the new tokens; it makes "
+    "q, k and v itself (unlike torch's nn.MultiheadAttention(q, k, v))"
+)
 
 
 def _random_block(D: int, heads: int, mlp_ratio: float, generator: torch.Generator) -> EncoderBlock:
@@ -33,33 +41,69 @@ def _random_block(D: int, heads: int, mlp_ratio: float, generator: torch.Generat
 def _block_variants(x: torch.Tensor, b: EncoderBlock) -> dict[str, torch.Tensor]:
     """Wrong-but-plausible encoder-block outputs, each keyed by the sentence that explains it."""
     n1, attn, n2, mlp = b.norm1, b.attn, b.norm2, b.mlp
-    no_attn_res = attn(n1(x))
-    mlp_first = x + mlp(n2(x))
+
+    def then_mlp(h: torch.Tensor, norm: nn.Module = n2) -> torch.Tensor:
+        """The MLP half of a pre-norm block, on attention's result h."""
+        return h + mlp(norm(h))
+
+    x1 = x + attn(n1(x))  # the right first half
     h1 = n1(x)
-    x1 = x + attn(n1(x))
+    post = n1(x + attn(x))
     return {
         "you forgot the residual connection around attention: add the block's input back, "
-        "x = x + attn(norm1(x))": no_attn_res + mlp(n2(no_attn_res)),
+        "x = x + attn(norm1(x))": then_mlp(attn(n1(x))),
         "you forgot the residual connection around the MLP: x = x + mlp(norm2(x))": mlp(n2(x1)),
         "you forgot both residual connections: each sub-layer's output must be added to its input (x = x + ...)": mlp(
             n2(attn(n1(x)))
         ),
+        "you put one residual connection around the whole block; each sub-layer gets its own: "
+        "x = x + attn(norm1(x)), then x = x + mlp(norm2(x))": x + mlp(n2(attn(n1(x)))),
+        "the MLP's residual adds the block's input x; add attention's result instead: "
+        "h = x + attn(norm1(x)), then h + mlp(norm2(h))": x + mlp(n2(x1)),
         "that is the post-norm order (norm after the residual add, as in the original Transformer); "
-        "ViT normalises first: x = x + attn(norm1(x)), then x = x + mlp(norm2(x))": (
-            n2(n1(x + attn(x)) + mlp(n1(x + attn(x))))
+        "ViT normalises first: x = x + attn(norm1(x)), then x = x + mlp(norm2(x))": n2(post + mlp(post)),
+        "norm1 and norm2 are swapped: norm1 goes before attention, norm2 before the MLP": then_mlp(x + attn(n2(x)), n1),
+        "you used norm1 before the MLP too; the MLP has its own norm: x = x + mlp(norm2(x))": then_mlp(x1, n1),
+        "you used norm2 before attention too; attention has its own norm: x = x + attn(norm1(x))": then_mlp(
+            x + attn(n2(x))
         ),
-        "norm1 and norm2 are swapped: norm1 goes before attention, norm2 before the MLP": (
-            (x + attn(n2(x))) + mlp(n1(x + attn(n2(x))))
-        ),
+        "attention and the MLP both read the block's input x (a parallel block); in ViT the MLP "
+        "reads attention's result: x = x + attn(norm1(x)), then x = x + mlp(norm2(x))": x1 + mlp(n2(x)),
         "the MLP ran before attention: a block first lets the tokens talk (attention), then "
-        "processes each token alone (MLP)": mlp_first + attn(n1(mlp_first)),
+        "processes each token alone (MLP)": (x + mlp(n2(x))) + attn(n1(x + mlp(n2(x)))),
         "the MLP ran before attention (each with the other's norm): attention comes first, "
         "x = x + attn(norm1(x)), then x = x + mlp(norm2(x))": ((x + mlp(n1(x))) + attn(n2(x + mlp(n1(x))))),
         "the residual adds the normalised tokens; add the block's raw input instead: "
-        "x = x + attn(norm1(x)), not norm1(x) + attn(norm1(x))": ((h1 + attn(h1)) + mlp(n2(h1 + attn(h1)))),
+        "x = x + attn(norm1(x)), not norm1(x) + attn(norm1(x))": then_mlp(h1 + attn(h1)),
+        "the residuals add the normalised tokens (x = norm(x) replaced the raw tokens); add the raw "
+        "ones instead: x = x + attn(norm1(x)), not norm1(x) + attn(norm1(x)), and the same around "
+        "the MLP": n2(h1 + attn(h1)) + mlp(n2(h1 + attn(h1))),
+        "the MLP's residual adds the normalised tokens; add the raw ones instead: "
+        "x = x + mlp(norm2(x)), not norm2(x) + mlp(norm2(x))": n2(x1) + mlp(n2(x1)),
         "the norms sit on the sub-layers' outputs; in pre-norm they go on the inputs: "
         "x + attn(norm1(x)), not x + norm1(attn(x))": ((x + n1(attn(x))) + n2(mlp(x + n1(attn(x))))),
+        "norm1 is missing: attention reads the normalised tokens, x = x + attn(norm1(x))": then_mlp(x + attn(x)),
+        "norm2 is missing: the MLP reads the normalised tokens, x = x + mlp(norm2(x))": x1 + mlp(x1),
+        "both norms are missing: x = x + attn(norm1(x)), then x = x + mlp(norm2(x))": (x + attn(x)) + mlp(x + attn(x)),
+        "the MLP half is missing: after x = x + attn(norm1(x)) comes x = x + mlp(norm2(x))": x1,
+        "your block returns the tokens unchanged: x = x + attn(norm1(x)), then x = x + mlp(norm2(x)), "
+        "and return the new x": x,
+        "attn returns the new tokens (B, T, D), not a tuple: [0] kept the first image's tokens only; "
+        "x = x + attn(norm1(x))": then_mlp(x + attn(n1(x))[0]),
     }
+
+
+def _call_block(fn: Callable, x: torch.Tensor, block: EncoderBlock, where: str) -> torch.Tensor:
+    """The learner's block on copies of x and of the block's four modules (nothing it changes sticks);
+    attn called like torch's nn.MultiheadAttention(q, k, v) is named (its own error prints a whole tensor)."""
+    block = copy.deepcopy(block)
+    try:
+        return call_learner(fn, x.clone(), block.norm1, block.attn, block.norm2, block.mlp, where=where)
+    except CheckFailed as failure:
+        error = failure.__cause__
+        if "return_attention must be True or False" in str(error) or "need_weights" in str(error):
+            raise CheckFailed(f"your function raised {type(error).__name__} {where}: {ATTN_TAKES_TOKENS}") from error
+        raise
 
 
 def check_encoder_block(
@@ -74,27 +118,38 @@ def check_encoder_block(
         where = f"for tokens of shape {(B, T, D)} and {heads} heads"
         with torch.no_grad():
             expected = block(x)
-            got = call_learner(fn, x.clone(), block.norm1, block.attn, block.norm2, block.mlp)
-            verdicts.append(
-                compare(
-                    got,
-                    expected,
-                    where,
-                    any_shape_hint="a block maps (B, T, D) tokens to (B, T, D) tokens",
-                    atol=1e-5,
-                    mistakes=_block_variants(x, block),
+            got = _call_block(fn, x, block, where)
+            try:
+                verdicts.append(
+                    compare(
+                        got,
+                        expected,
+                        where,
+                        any_shape_hint="a block maps (B, T, D) tokens to (B, T, D) tokens",
+                        atol=1e-5,
+                        mistakes=_block_variants(x, block),
+                        same_dtype=True,
+                    )
                 )
-            )
+            except CheckFailed:
+                if varies_between_calls(lambda: _call_block(fn, x, block, where), got, expected):
+                    raise CheckFailed(
+                        f"your block gives another result each time on the same tokens {where}: is there a "
+                        "dropout (or another random step) in it? F.dropout(x, p) and a new nn.Dropout drop "
+                        "values even when the model is evaluated; the block's dropout already sits inside "
+                        "attn and mlp"
+                    ) from None
+                raise
     print(f"✓ encoder_block matches utils.EncoderBlock on {len(verdicts)} random blocks: {summarize(verdicts)}")
 
 
 COUNT_CASES = [  # ViT-B/16 first, then configs that exercise every field the count depends on
     ViTConfig.vit_b16(),
     ViTConfig.tiny(),
-    ViTConfig.vit_b16(image_size=384, patch_size=32, num_classes=10),
+    ViTConfig.vit_b16(image_size=(384, 256), patch_size=32, num_classes=10),  # not square: N = 12 * 8
     ViTConfig.tiny(pool="mean"),
     ViTConfig.tiny(pos_embed="sincos"),
-    ViTConfig.tiny(qkv_bias=False, mlp_ratio=4.0, in_channels=1),
+    ViTConfig.tiny(qkv_bias=False, mlp_ratio=4.0, in_channels=1, pos_embed="none"),
 ]
 
 
@@ -111,72 +166,157 @@ def reference_parameter_count(config: ViTConfig) -> int:
     return sum(p.numel() for p in _shape_only_model(config).parameters())
 
 
-def _count_variants(config: ViTConfig) -> list[tuple[str, int]]:
-    """Wrong-but-plausible parameter counts, each with the sentence that explains it (the first
-    sentence wins where two mistakes give the same number)."""
-    model = _shape_only_model(config)
-    total = sum(p.numel() for p in model.parameters())
-    D, depth, K, T = config.embed_dim, config.depth, config.num_classes, config.num_tokens
-    layer_biases = sum(
-        m.bias.numel() for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and m.bias is not None
-    )
-    norm_biases = sum(m.bias.numel() for m in model.modules() if isinstance(m, nn.LayerNorm))
-    variants = []
-    if config.pool == "mean":
-        no_cls = "pool='mean' has no class token: no cls_token parameter, and the position table has N rows, not N + 1"
-        variants += [(no_cls, total + D), (no_cls, total + 2 * D)]
-    if config.pos_embed == "sincos":
-        variants.append(
-            ("pos_embed='sincos' is a fixed table (a buffer, not a parameter): it adds no parameters", total + T * D)
-        )
-    if config.pos_embed == "none":
-        variants.append(("pos_embed='none' has no position table", total + T * D))
-    if not config.qkv_bias:
-        variants.append(("qkv_bias=False: the qkv Linear has no bias", total + depth * 3 * D))
-    variants += [
-        (
-            "you forgot the biases (every Linear, the patch-embedding Conv2d and every LayerNorm has one)",
-            total - layer_biases - norm_biases,
-        ),
-        (
-            "you forgot the biases of the Linear layers and of the patch-embedding Conv2d (one per output)",
-            total - layer_biases,
-        ),
-        (
-            "you forgot the LayerNorms' biases: each LayerNorm has a weight and a bias, D numbers each",
-            total - norm_biases,
-        ),
-    ]
-    if config.qkv_bias:
-        variants.append(
-            (
-                "you counted qkv as D*D; it makes queries, keys and values at once: 3*D*D weights and 3*D biases",
-                total - depth * (2 * D * D + 2 * D),
-            )
-        )
-    variants += [
-        (
-            "you counted qkv's weights as D*D; it makes queries, keys and values at once: 3*D*D",
-            total - depth * 2 * D * D,
-        ),
-        ("you forgot the final LayerNorm after the last block (2*D numbers)", total - 2 * D),
-    ]
-    if K > 0:
-        variants.append(
-            ("you forgot the classification head (D*num_classes weights and num_classes biases)", total - (D * K + K))
-        )
-    if config.pool == "cls":
-        variants.append(
-            ("you forgot the class token (D numbers), or its row in the position table (T = N + 1 rows)", total - D)
-        )
-    if config.pos_embed == "learned":
-        variants.append(("you forgot the learned position table (T*D numbers)", total - T * D))
-        if config.pool == "cls":
-            variants.append(
-                ("you forgot the class token and the position table ((T + 1)*D numbers)", total - (T + 1) * D)
-            )
-    variants.append(("each block has two LayerNorms (norm1 and norm2) of 2*D numbers each", total - depth * 2 * D))
-    return variants
+# The typical mistakes in counting, each a switch of parameter_count: (what is wrong, in a few
+# words; the sentence that explains it).
+COUNT_MISTAKES = {
+    "no_biases": (
+        "no biases",
+        "you forgot the biases (every Linear, the patch-embedding Conv2d and every LayerNorm has one)",
+    ),
+    "no_layer_biases": (
+        "no Linear or Conv2d biases",
+        "you forgot the biases of the Linear layers and of the patch-embedding Conv2d (one per output)",
+    ),
+    "no_norm_biases": (
+        "no LayerNorm biases",
+        "you forgot the LayerNorms' biases: each LayerNorm has a weight and a bias, D numbers each",
+    ),
+    "no_conv_bias": ("the Conv2d's bias", "you forgot the patch-embedding Conv2d's bias (D numbers, one per output)"),
+    "no_cls_token": ("the class token", "you forgot the class token (D numbers)"),
+    "no_cls_row": (
+        "the class token's position row",
+        "the position table has a row for the class token too (T = N + 1 rows): you left it out (D numbers)",
+    ),
+    "no_pos_table": ("the position table", "you forgot the learned position table (T*D numbers)"),
+    "sincos_counted": (
+        "a sin-cos table counted",
+        "pos_embed='sincos' is a fixed table (a buffer, not a parameter): it adds no parameters",
+    ),
+    "none_counted": ("a table counted for pos_embed='none'", "pos_embed='none' has no position table"),
+    "pos_embed_ignored": (
+        "a table counted whatever pos_embed is",
+        "only pos_embed='learned' has a position table of parameters: 'sincos' is a fixed table (a buffer), "
+        "'none' has none",
+    ),
+    "mean_cls": (
+        "a class token with pool='mean'",
+        "pool='mean' has no class token: no cls_token parameter, and the position table has N rows, not N + 1",
+    ),
+    "mean_cls_token": (
+        "a class token with pool='mean'",
+        "pool='mean' has no class token: no cls_token parameter, and the position table has N rows, not N + 1",
+    ),
+    "qkv_single": (
+        "qkv as D*D",
+        "you counted qkv as D*D; it makes queries, keys and values at once: 3*D*D weights and 3*D biases",
+    ),
+    "qkv_weights_single": (
+        "qkv's weights as D*D",
+        "you counted qkv's weights as D*D; it makes queries, keys and values at once: 3*D*D",
+    ),
+    "qkv_bias_always": ("qkv's bias counted", "qkv_bias=False: the qkv Linear has no bias"),
+    "qkv_bias_never": (
+        "qkv's bias left out",
+        "you left out qkv's bias: with qkv_bias=True the qkv Linear has 3*D biases in every block",
+    ),
+    "no_proj": ("attention's proj", "you forgot attention's output projection, proj: D*D weights and D biases"),
+    "mlp_ratio_ignored": (
+        "mlp_ratio ignored",
+        "the MLP's hidden width is int(D * mlp_ratio): you used 4 * D whatever mlp_ratio is",
+    ),
+    "mlp_no_ratio": (
+        "an MLP D wide",
+        "the MLP's hidden layer is mlp_ratio times wider than D: fc1 is D -> int(D * mlp_ratio), fc2 back to D",
+    ),
+    "in_channels_ignored": (
+        "in_channels ignored",
+        "the patch embedding sees in_channels channels, C*P*P*D weights: you used C = 3 whatever in_channels is",
+    ),
+    "no_channels": (
+        "the channels in the patch embedding",
+        "each patch holds C*P*P numbers (C = in_channels): the patch embedding has C*P*P*D weights, not P*P*D",
+    ),
+    "one_norm_per_block": (
+        "one LayerNorm per block",
+        "each block has two LayerNorms (norm1 and norm2) of 2*D numbers each",
+    ),
+    "no_final_norm": ("the final LayerNorm", "you forgot the final LayerNorm after the last block (2*D numbers)"),
+    "no_norms": (
+        "the LayerNorms",
+        "you forgot the LayerNorms: two in every block (norm1, norm2) and one after the last, 2*D numbers each",
+    ),
+    "no_head": (
+        "the head",
+        "you forgot the classification head (D*num_classes weights and num_classes biases)",
+    ),
+    "no_head_bias": ("the head's bias", "you forgot the head's bias (num_classes numbers)"),
+    "one_block": (
+        "one block only",
+        "you counted one block; a ViT has depth of them: multiply a block's count by depth",
+    ),
+    "patches_not_squared": (
+        "N = image_size // P",
+        "the grid has image_size // P patches on each side, so N = (image_size // P) ** 2 of them",
+    ),
+    "square_from_height": (
+        "N from the height alone",
+        "the image need not be square: image_size can be a pair (H, W), and N = (H // P) * (W // P) "
+        "(config.num_patches)",
+    ),
+}
+
+
+def parameter_count(config: ViTConfig, mistakes: frozenset[str] = frozenset()) -> int:
+    """The parameter count of VisionTransformer(config), added up by hand; each switch in `mistakes`
+    (a key of COUNT_MISTAKES) makes one typical mistake."""
+
+    def made(*names: str) -> bool:
+        return any(name in mistakes for name in names)
+
+    D, P, K = config.embed_dim, config.patch_size, config.num_classes
+    C = 1 if made("no_channels") else 3 if made("in_channels_ignored") else config.in_channels
+    H, W = to_2tuple(config.image_size)
+    N = (H // P) ** 2 if made("square_from_height") else H // P if made("patches_not_squared") else (H // P) * (W // P)
+    ratio = 1.0 if made("mlp_no_ratio") else 4.0 if made("mlp_ratio_ignored") else config.mlp_ratio
+    hidden = int(D * ratio)
+    bias = 0 if made("no_biases", "no_layer_biases") else 1  # per output of a Linear or the Conv2d
+    norm = D if made("no_biases", "no_norm_biases") else 2 * D  # one LayerNorm
+    has_cls = config.pool == "cls" or made("mean_cls", "mean_cls_token")
+    rows = N + ((config.pool == "cls" or made("mean_cls")) and not made("no_cls_row"))
+    table = {
+        "learned": not made("no_pos_table"),
+        "sincos": made("sincos_counted", "pos_embed_ignored"),
+        "none": made("none_counted", "pos_embed_ignored"),
+    }
+
+    total = C * P * P * D + (0 if made("no_conv_bias") else bias * D)  # the patch embedding
+    total += D if has_cls and not made("no_cls_token") else 0  # the class token
+    total += rows * D if table[config.pos_embed] else 0  # the position table
+    qkv_bias = (config.qkv_bias or made("qkv_bias_always")) and not made("qkv_bias_never")
+    block = (D if made("qkv_single", "qkv_weights_single") else 3 * D) * D  # qkv's weights
+    block += bias * qkv_bias * (D if made("qkv_single") else 3 * D)  # qkv's biases
+    block += 0 if made("no_proj") else D * D + bias * D  # proj
+    block += D * hidden + bias * hidden + hidden * D + bias * D  # fc1, fc2
+    block += norm * (0 if made("no_norms") else 1 if made("one_norm_per_block") else 2)  # norm1, norm2
+    total += block * (1 if made("one_block") else config.depth)
+    total += 0 if made("no_final_norm", "no_norms") else norm
+    if K > 0 and not made("no_head"):
+        total += D * K + (0 if made("no_head_bias") else bias * K)
+    return total
+
+
+def _explanations(configs: list[ViTConfig], got: list[int]) -> list[tuple[str, ...]]:
+    """The mistakes (one, else two together) that give exactly the learner's counts on every config."""
+    for size in (1, 2):
+        found = [
+            mistakes
+            for mistakes in itertools.combinations(COUNT_MISTAKES, size)
+            if all(parameter_count(c, frozenset(mistakes)) == g for c, g in zip(configs, got))
+        ]
+        sentences = {tuple(COUNT_MISTAKES[m][1] for m in mistakes): mistakes for mistakes in found}
+        if sentences:
+            return list(sentences.values())  # one per distinct explanation
+    return []
 
 
 def _describe(config: ViTConfig) -> str:
@@ -196,24 +336,62 @@ def _describe(config: ViTConfig) -> str:
     return "ViTConfig(" + ", ".join(parts) + ")"
 
 
+def _learner_counts(fn: Callable[[ViTConfig], int]) -> tuple[list[ViTConfig], list[int]]:
+    """The learner's count for each config, up to the first that raises; that one is reported
+    unless an earlier count is already wrong (then the counts so far are diagnosed)."""
+    configs, counts = [], []
+    for config in COUNT_CASES:
+        try:
+            got = call_learner(fn, config, returns=object, where=f"for {_describe(config)}")
+        except CheckFailed as failure:
+            if any(g != reference_parameter_count(c) for c, g in zip(configs, counts)):
+                break
+            if isinstance(config.image_size, tuple):
+                raise CheckFailed(
+                    f"{failure}; image_size can be a pair (H, W): N = (H // P) * (W // P) patches "
+                    "(config.num_patches has it)"
+                ) from failure.__cause__
+            raise
+        configs.append(config)
+        counts.append(whole_number(got, "the parameter count", f"for {_describe(config)}"))
+    return configs, counts
+
+
 def check_count_vit_parameters(fn: Callable[[ViTConfig], int]) -> None:
     """Check a learner's count_vit_parameters(config) -> int against VisionTransformer(config)."""
-    for config in COUNT_CASES:
-        got = call_learner(fn, config, returns=object)
-        if isinstance(got, torch.Tensor) and got.numel() == 1:
-            got = got.item()
-        if isinstance(got, float) and got.is_integer():
-            got = int(got)
-        if isinstance(got, numbers.Integral) and not isinstance(got, bool):
-            got = int(got)
-        else:
-            raise CheckFailed(f"expected an int, got {type(got).__name__} {got!r}")
-        expected = reference_parameter_count(config)
-        if got == expected:
-            continue
-        where = f"for {_describe(config)}"
-        for reason, wrong in _count_variants(config):
-            if got == wrong:
-                raise CheckFailed(f"{got:,} {where}: {reason} (expected {expected:,})")
-        raise CheckFailed(f"expected {expected:,} parameters {where}, got {got:,} (off by {got - expected:+,})")
-    print(f"✓ count_vit_parameters matches VisionTransformer on {len(COUNT_CASES)} configs, ViT-B/16 included")
+    configs, counts = _learner_counts(fn)
+    expected = [reference_parameter_count(config) for config in configs]
+    wrong = [i for i, (g, e) in enumerate(zip(counts, expected)) if g != e]
+    if not wrong:
+        print(f"✓ count_vit_parameters matches VisionTransformer on {len(COUNT_CASES)} configs, ViT-B/16 included")
+        return
+    first = wrong[0]
+    config, got, right = configs[first], counts[first], expected[first]
+    where = f"for {_describe(config)}"
+    explanations = _explanations(configs, counts)
+    if len(explanations) == 1:
+        mistakes = explanations[0]
+        sentence = "; and ".join(COUNT_MISTAKES[m][1] for m in mistakes)
+        if len(mistakes) == 1:  # other mistakes that give this count here, ruled out by the other configs
+            alike = [
+                what
+                for name, (what, _) in COUNT_MISTAKES.items()
+                if name != mistakes[0] and parameter_count(config, frozenset([name])) == got
+            ]
+            if alike:
+                sentence += (
+                    f" ({' or '.join(alike)} would give this count here too; your counts on the other "
+                    f"configs point to {COUNT_MISTAKES[mistakes[0]][0]})"
+                )
+        raise CheckFailed(f"{got:,} {where}: {sentence} (expected {right:,})")
+    if explanations:
+        options = "; or ".join("; and ".join(COUNT_MISTAKES[m][1] for m in mistakes) for mistakes in explanations)
+        raise CheckFailed(f"{got:,} {where} (expected {right:,}); these mistakes give your counts alike: {options}")
+    D = config.embed_dim
+    hint = ""
+    if right - got == D:
+        hint = (
+            f": short by D = {D}, and the class token, its row in the position table and the patch-embedding "
+            "Conv2d's bias are D numbers each"
+        )
+    raise CheckFailed(f"expected {right:,} parameters {where}, got {got:,} (off by {got - right:+,}){hint}")

@@ -29,7 +29,7 @@ def _with_residual(layers: torch.Tensor) -> torch.Tensor:
 
 
 def _chain(layers: torch.Tensor, later_left: bool = True) -> torch.Tensor:
-    """Multiply (depth, B, T, T) into (B, T, T), later layers on the left (or, wrongly, on the right)."""
+    """Multiply (depth, ..., T, T) into (..., T, T), later layers on the left (or, wrongly, on the right)."""
     rollout = layers[0]
     for layer in layers[1:]:
         rollout = layer @ rollout if later_left else rollout @ layer
@@ -57,6 +57,11 @@ def _rollout_variants(attn: torch.Tensor) -> dict[str, torch.Tensor]:
         "you averaged the layers' matrices; rollout multiplies them (rollout = layer @ rollout)": fixed.mean(dim=0),
         "the heads are summed, not averaged: use .mean(dim=2)": _chain(_with_residual(attn.sum(dim=2))),
         "you used only head 0: average all the heads, .mean(dim=2)": _chain(_with_residual(attn[:, :, 0])),
+        "you took the largest weight over the heads (.max); average the heads instead, .mean(dim=2)": _chain(
+            _with_residual(attn.amax(dim=2))
+        ),
+        "you rolled out every head on its own and averaged the heads at the end; average the heads first, "
+        "then add the identity, renormalise and multiply the layers": _chain(_with_residual(attn)).mean(dim=1),
         "your rollout is transposed: row i must hold how much token i draws on each token, and sum to 1": _chain(
             fixed
         ).transpose(-2, -1),
@@ -71,9 +76,11 @@ def check_attention_rollout(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         scores = 2 * torch.randn(depth, B, heads, T, T, generator=generator)  # peaked rows, like a trained ViT
         attn = scores.softmax(dim=-1)  # (depth, B, heads, T, T), each row sums to 1
         expected = attention_rollout(attn)  # (B, T, T)
-        got = call_learner(fn, attn.clone())
         where = f"for attn of shape {(depth, B, heads, T, T)}"
+        got = call_learner(fn, attn.clone(), where=where)
         shape_hints = {
+            (heads, T, T): "you averaged over the images (dim=1); average the heads, dim=2, and keep one "
+            "rollout per image",
             (depth, B, T, T): "you kept one matrix per layer; multiply the layers into one",
             (B, heads, T, T): "the heads are still there; average them (dim=2) before multiplying the layers",
             (B, T): "return the whole rollout, not only the class token's row",
@@ -89,6 +96,7 @@ def check_attention_rollout(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
                 mistakes=_rollout_variants(attn),
                 advice="; go through the steps: average the heads, add the identity, "
                 "renormalise the rows, multiply the layers with later ones on the left",
+                same_dtype=True,
             )
         )
     print(f"✓ attention_rollout matches the reference on {len(verdicts)} cases: {summarize(verdicts)}")
@@ -191,8 +199,8 @@ def check_mean_attention_distance(fn: Callable[[torch.Tensor, int, int], torch.T
         scores = 2 * torch.randn(depth, B, heads, T, T, generator=generator)  # peaked rows, like a trained ViT
         attn = scores.softmax(dim=-1)  # (depth, B, heads, T, T), each row sums to 1
         expected = mean_attention_distance(attn, side, patch_size)  # (depth, heads)
-        got = call_learner(fn, attn.clone(), side, patch_size)
         where = f"for attn of shape {(depth, B, heads, T, T)}, grid_size = {side}, patch_size = {patch_size}"
+        got = call_learner(fn, attn.clone(), side, patch_size, where=where)
         verdicts.append(
             compare(
                 got,
@@ -206,6 +214,7 @@ def check_mean_attention_distance(fn: Callable[[torch.Tensor, int, int], torch.T
                 advice="; go through the steps: drop the class token's row and column, "
                 "renormalise each row over the patches, weight each key's distance in pixels from the "
                 "query, sum over the keys, average over the queries and the images",
+                same_dtype=True,
             )
         )
     print(f"✓ mean_attention_distance matches the reference on {len(verdicts)} cases: {summarize(verdicts)}")

@@ -12,6 +12,7 @@ from utils.checks.core import (
     call_learner,
     compare,
     raise_if_known_mistake,
+    raise_if_not_like,
     raise_if_wrong_shape,
     summarize,
 )
@@ -201,6 +202,7 @@ def check_convert_layer(fn: Callable[[dict[str, torch.Tensor]], dict[str, torch.
             tensor = got[key]
             if not isinstance(tensor, torch.Tensor):
                 raise CheckFailed(f"{key} should be a torch.Tensor, got {type(tensor).__name__} ({where})")
+            raise_if_not_like(tensor, expected[key], where, name=key)  # float64 will do: loading casts it
             # known mistakes first: some of them (a transposed weight, a stack) also change the shape
             raise_if_known_mistake(tensor.detach(), variants[key], f"{key}, {where}")
             verdicts.append(
@@ -253,6 +255,13 @@ def _preprocess_variants(pixels: np.ndarray) -> dict[str, torch.Tensor]:
         "your channels are in BGR order (reversed); keep the photo's order, red, green, blue, as np.asarray gives it": (
             (unit - 0.5) / 0.5
         ).flip(1),
+        "you divided by 256 (or computed x / 128 - 1); the largest pixel value is 255: x / 255, then "
+        "(x - 0.5) / 0.5 (or x / 127.5 - 1 in one step)": x / 128 - 1,
+        "you standardised the photo with its own mean and std; this ViT takes the fixed mean 0.5 and "
+        "std 0.5 in every channel: (x / 255 - 0.5) / 0.5": (unit - unit.mean()) / unit.std(),
+        "you standardised each channel with its own mean and std; this ViT takes the fixed mean 0.5 and "
+        "std 0.5 in every channel: (x / 255 - 0.5) / 0.5": (unit - unit.mean(dim=(2, 3), keepdim=True))
+        / unit.std(dim=(2, 3), keepdim=True),
     }
 
 

@@ -4,7 +4,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from utils.viz.core import DPI
+from utils.patches import check_whole
+from utils.viz.core import DPI, check_names, check_not_empty, check_tensor
+
+
+def _check_labels(labels: list[str] | None, N_q: int, N_k: int) -> None:
+    """Token names for both axes: one per token of the longer side (queries and keys share the first)."""
+    if labels is not None:
+        check_names(labels, max(N_q, N_k), f"token labels, one per token of the {N_q} x {N_k} weights")
 
 
 def _draw_weights(ax: plt.Axes, weights: np.ndarray, labels: list[str] | None, annotate: bool) -> plt.cm.ScalarMappable:
@@ -39,8 +46,8 @@ def show_attention(
         labels: optional token names, used for both axes.
         annotate: write each weight in its cell (default: when the matrix is at most 10 x 10).
     """
-    if weights.ndim != 2:
-        raise ValueError(f"expected one attention matrix (N_q, N_k), got {tuple(weights.shape)}")
+    check_tensor(weights, "one attention matrix (N_q, N_k)", 2)
+    _check_labels(labels, *weights.shape)
     array = weights.detach().cpu().float().numpy()
     annotate = max(array.shape) <= 10 if annotate is None else annotate
     fig, ax = plt.subplots(figsize=(size, size * array.shape[0] / array.shape[1]), dpi=DPI)
@@ -62,8 +69,8 @@ def show_heads(
     Args:
         weights: (heads, N_q, N_k), rows summing to 1.
     """
-    if weights.ndim != 3:
-        raise ValueError(f"expected one matrix per head (heads, N_q, N_k), got {tuple(weights.shape)}")
+    check_tensor(weights, "one matrix per head (heads, N_q, N_k)", 3)
+    _check_labels(labels, *weights.shape[1:])
     array = weights.detach().cpu().float().numpy()
     heads = array.shape[0]
     annotate = max(array.shape[1:]) <= 8 if annotate is None else annotate
@@ -86,8 +93,8 @@ def format_matrix(
         labels: names of the rows (default: their indices).
         columns: names of the columns (default: `labels` when the matrix is square, else indices).
     """
-    if matrix.ndim != 2:
-        raise ValueError(f"expected a matrix (rows, cols), got {tuple(matrix.shape)}")
+    check_tensor(matrix, "a matrix (rows, cols)", 2)
+    check_whole(decimals, "decimals", minimum=0)
     rows, cols = matrix.shape
     row_labels = labels if labels is not None else [str(i) for i in range(rows)]
     if columns is not None:
@@ -116,9 +123,8 @@ def show_weight_rows(
     Args:
         rows: panel title -> (N_k,) weights of one query (summing to 1).
     """
-    for name, weights in rows.items():
-        if weights.ndim != 1:
-            raise ValueError(f"expected one query's weights (N_k,) for {name!r}, got {tuple(weights.shape)}")
+    for name, weights in check_not_empty(rows, "row of weights").items():
+        check_tensor(weights, f"one query's weights (N_k,) for {name!r}", 1)
     fig, axes = plt.subplots(1, len(rows), figsize=(size * len(rows), size * 0.8), dpi=DPI, squeeze=False, sharey=True)
     for ax, (name, weights) in zip(axes[0], rows.items()):
         values = weights.detach().cpu().double().numpy()
@@ -143,6 +149,11 @@ def plot_attention_cost(tokens: list[int], nbytes: list[float], seconds: list[fl
     """
     if not len(tokens) == len(nbytes) == len(seconds):
         raise ValueError(f"expected one memory and one time per T, got {len(tokens)}, {len(nbytes)}, {len(seconds)}")
+    if not tokens:
+        raise ValueError("expected at least one sequence length T, got none")
+    for name, values in [("tokens", tokens), ("nbytes", nbytes), ("seconds", seconds)]:
+        if not all(value > 0 for value in values):
+            raise ValueError(f"a log-log plot needs {name} > 0, got {list(values)}")
     T = np.asarray(tokens, dtype=float)
     fig, axes = plt.subplots(1, 2, figsize=(2 * size, size * 0.85), dpi=DPI)
     panels = [

@@ -1,18 +1,103 @@
-"""What every plot of the course shares: figure resolution and tensor-to-picture conversion.
+"""What every plot of the course shares: figure resolution, tensor-to-picture conversion, and the
+checks of what a plot is given.
 
 Every plotting function takes tensors (never notebook globals) and returns its matplotlib Figure.
 Call it before a cell's prints, not as the cell's last line (IPython would draw it twice).
+A plot given the wrong thing raises a ValueError (a TypeError for no tensor at all) that says
+what it expected and what came, before it draws anything.
 """
 
 import numpy as np
 import torch
 
+from utils.patches import WrongTypeError
+
 DPI = 80  # small figures keep the committed notebooks small
 
 
+def check_tensor(value, what: str, ndim: int) -> torch.Tensor:
+    """`value` if it is a tensor with `ndim` axes, none of them empty.
+
+    Args:
+        what: how the message names it, with its shape in letters: "distances (depth, heads)".
+    Raises:
+        WrongTypeError (a TypeError and a ValueError) if it is no tensor; ValueError "expected
+        {what}, got {shape}" otherwise.
+    """
+    if not isinstance(value, torch.Tensor):
+        hint = ""
+        if isinstance(value, np.ndarray):
+            hint = ": convert it with torch.from_numpy(...)"
+        elif isinstance(value, (list, tuple)):
+            hint = ": convert it with torch.tensor(...)"
+        raise WrongTypeError(f"expected {what} as a torch.Tensor, got a {type(value).__name__}{hint}")
+    if value.ndim != ndim:
+        raise ValueError(f"expected {what}, got {tuple(value.shape)}")
+    if value.numel() == 0:
+        raise ValueError(f"expected {what} with something on every axis, got an empty {tuple(value.shape)}")
+    return value
+
+
+def check_names(names, count: int, what: str) -> list[str]:
+    """`names` as a list if it holds exactly `count` entries ("expected {count} {what}")."""
+    if isinstance(names, str) or not hasattr(names, "__len__"):
+        raise WrongTypeError(f"expected {what} as a list, got a {type(names).__name__}")
+    if len(names) != count:
+        raise ValueError(f"expected {count} {what}, got {len(names)}")
+    return list(names)
+
+
+def check_not_empty(mapping, what: str) -> dict:
+    """`mapping` as a dict if it is a non-empty dict ("expected at least one {what}")."""
+    if not isinstance(mapping, dict):
+        raise WrongTypeError(f"expected {what} as a dict {{name: tensor}}, got a {type(mapping).__name__}")
+    if not mapping:
+        raise ValueError(f"expected at least one {what}, got an empty dict")
+    return mapping
+
+
+def check_image(image, what: str = "one image shaped (C, H, W)") -> torch.Tensor:
+    """`image` if it is one (C, H, W) picture, C = 1 (grey) or 3 (RGB), float in [0, 1] or uint8;
+    else a ValueError that names the usual mix-up (a batch, channels last, 0 .. 255 floats)."""
+    if isinstance(image, torch.Tensor) and image.ndim == 4:
+        raise ValueError(f"expected {what}, got {tuple(image.shape)}: a batch; pick one image, images[0]")
+    if isinstance(image, torch.Tensor) and image.ndim == 2:
+        raise ValueError(f"expected {what}, got {tuple(image.shape)}: add the channel axis, image[None]")
+    C, H, W = check_tensor(image, what, 3).shape
+    if C not in (1, 3):
+        hint = ": its channels are last; use image.permute(2, 0, 1)" if W in (1, 3) else ""
+        raise ValueError(f"expected {what} with C = 1 (grey) or 3 (RGB), got {tuple(image.shape)}{hint}")
+    return _check_pixels(image, what)
+
+
+def check_image_batch(images, what: str = "images (B, C, H, W)") -> torch.Tensor:
+    """`images` if it is a batch of at least one (C, H, W) picture, as check_image wants them."""
+    if isinstance(images, torch.Tensor) and images.ndim == 3:
+        raise ValueError(f"expected {what}, got {tuple(images.shape)}: one image; add the batch axis, images[None]")
+    B, C, H, W = check_tensor(images, what, 4).shape
+    if C not in (1, 3):
+        hint = ": the channels are last; use images.permute(0, 3, 1, 2)" if W in (1, 3) else ""
+        raise ValueError(f"expected {what} with C = 1 (grey) or 3 (RGB), got {tuple(images.shape)}{hint}")
+    return _check_pixels(images, what)
+
+
+def _check_pixels(images: torch.Tensor, what: str) -> torch.Tensor:
+    """`images` if they hold floats in [0, 1] (a little outside is clipped when drawn) or uint8."""
+    if images.dtype == torch.uint8:
+        return images
+    if not images.is_floating_point():
+        raise ValueError(f"expected {what} of floats in [0, 1] (or uint8), got {images.dtype}")
+    high = images.detach().max().item()
+    if high > 1.5:
+        raise ValueError(f"expected {what} in [0, 1], got values up to {high:g}: 0 .. 255 pixels? divide by 255")
+    return images
+
+
 def to_numpy_image(image: torch.Tensor) -> np.ndarray:
-    """(C, H, W) tensor in [0, 1] -> (H, W, C) or (H, W) array for imshow."""
-    if image.ndim != 3:
-        raise ValueError(f"expected one image shaped (C, H, W), got {tuple(image.shape)}")
-    array = image.detach().cpu().float().clamp(0, 1).permute(1, 2, 0).numpy()  # (H, W, C)
+    """(C, H, W) tensor in [0, 1] (or uint8, 0 .. 255) -> (H, W, C) or (H, W) array for imshow;
+    floats are clipped to [0, 1]."""
+    check_image(image)
+    image = image.detach().cpu()
+    image = image.float() / 255 if image.dtype == torch.uint8 else image.float().clamp(0, 1)
+    array = image.permute(1, 2, 0).numpy()  # (H, W, C)
     return array[..., 0] if array.shape[-1] == 1 else array

@@ -6,8 +6,25 @@ import numpy as np
 import torch
 
 from utils.embeddings import neighbour_similarity, pos_embed_similarity
-from utils.patches import to_2tuple
-from utils.viz.core import DPI, to_numpy_image
+from utils.patches import WrongTypeError, check_whole, to_2tuple
+from utils.viz.core import DPI, check_names, check_not_empty, check_tensor, to_numpy_image
+
+
+def check_pos_table(table, grid_size: int | tuple[int, int], num_prefix_tokens: int, name) -> torch.Tensor:
+    """`table` if it is a position table (1, prefix + rows * cols, D) or (prefix + N, D) for the
+    grid `grid_size`; else a ValueError that names the table (`name`) and its shape."""
+    rows, cols = to_2tuple(grid_size, "grid_size")
+    if not isinstance(table, torch.Tensor):
+        raise WrongTypeError(f"table {name!r}: expected a torch.Tensor (1, T, D), got a {type(table).__name__}")
+    shape = tuple(table.shape)
+    if table.ndim not in (2, 3) or (table.ndim == 3 and shape[0] != 1) or shape[-1] == 0:
+        raise ValueError(f"table {name!r}: expected a position table (1, T, D) or (T, D), got shape {shape}")
+    if shape[-2] != num_prefix_tokens + rows * cols:
+        raise ValueError(
+            f"table {name!r}: expected {num_prefix_tokens} + {rows} x {cols} = "
+            f"{num_prefix_tokens + rows * cols} entries, got shape {shape}"
+        )
+    return table
 
 
 def _two_decimals(x: float) -> str:
@@ -37,7 +54,10 @@ def show_pos_similarity(
         panels: tiles per side; positions are spread evenly over the grid (all of them if
             the grid is no larger).
     """
-    rows, cols = to_2tuple(grid_size)
+    rows, cols = to_2tuple(grid_size, "grid_size")
+    check_whole(panels, "panels")
+    for name, similarity in check_not_empty(similarities, "similarity matrix (N, N)").items():
+        check_tensor(similarity, f"similarity {name!r} (N, N)", 2)
     tile_rows, tile_cols = _chosen_positions(rows, panels), _chosen_positions(cols, panels)
     fig = plt.figure(figsize=(size * len(similarities), size * 1.1), dpi=DPI)
     subfigures = np.atleast_1d(fig.subfigures(1, len(similarities), wspace=0.05))
@@ -69,10 +89,15 @@ def show_token_scales(vectors: dict[str, torch.Tensor], size: float = 6.0) -> pl
     Args:
         vectors: {name: (..., D)}: patch tokens, position tables, ...; one norm per D-wide row.
     """
+    for name, t in check_not_empty(vectors, "set of vectors (..., D)").items():
+        check_tensor(t, f"vectors {name!r} (..., D)", t.ndim if isinstance(t, torch.Tensor) and t.ndim else 1)
     norms = {
         name: t.detach().cpu().float().reshape(-1, t.shape[-1]).norm(dim=-1).numpy()  # one per row
         for name, t in vectors.items()
     }
+    for name, values in norms.items():
+        if not (values > 0).all() or not np.isfinite(values).all():
+            raise ValueError(f"vectors {name!r}: a log axis needs lengths > 0 (and finite), got {values.min():g}")
     every = np.concatenate(list(norms.values()))
     bins = np.geomspace(every.min() * 0.8, every.max() * 1.25, 60)
     fig, ax = plt.subplots(figsize=(size, size * 0.45), dpi=DPI)
@@ -91,6 +116,15 @@ def show_pos_table(pos_embed: torch.Tensor, num_prefix_tokens: int = 1, size: fl
     Args:
         pos_embed: (1, prefix + N, D) or (prefix + N, D); the prefix entries are left out.
     """
+    check_whole(num_prefix_tokens, "num_prefix_tokens", minimum=0)
+    if isinstance(pos_embed, torch.Tensor) and pos_embed.ndim == 2:
+        pos_embed = pos_embed[None]  # (1, prefix + N, D)
+    check_tensor(pos_embed, "pos_embed (1, prefix + N, D)", 3)
+    if pos_embed.shape[0] != 1 or pos_embed.shape[1] <= num_prefix_tokens:
+        raise ValueError(
+            f"expected pos_embed (1, prefix + N, D): one table with N >= 1 positions after its "
+            f"{num_prefix_tokens} prefix entries, got {tuple(pos_embed.shape)}"
+        )
     table = pos_embed.detach().cpu().float().reshape(-1, pos_embed.shape[-1])[num_prefix_tokens:]  # (N, D)
     N, D = table.shape
     fig, ax = plt.subplots(figsize=(size, size * 0.5), dpi=DPI)
@@ -128,7 +162,14 @@ def show_resized_similarity(
         anchors: (row, col) patches of the old grid; each is matched to the patch of the new
             grid at the same place in the image, and marked with a red dot.
     """
-    grids = [to_2tuple(old_grid), to_2tuple(new_grid)]
+    grids = [to_2tuple(old_grid, "old_grid"), to_2tuple(new_grid, "new_grid")]
+    check_pos_table(before, grids[0], num_prefix_tokens, "before")
+    check_pos_table(after, grids[1], num_prefix_tokens, "after")
+    if not anchors:
+        raise ValueError("expected at least one anchor (row, col) of the old grid, got none")
+    for anchor in anchors:
+        if len(anchor) != 2 or not (0 <= anchor[0] < grids[0][0] and 0 <= anchor[1] < grids[0][1]):
+            raise ValueError(f"anchor {anchor!r} is no (row, col) patch of the old {grids[0][0]} x {grids[0][1]} grid")
     fig, axes = plt.subplots(2, len(anchors), figsize=(size * len(anchors), size * 2.2), dpi=DPI, squeeze=False)
     for line, (table, (rows, cols)) in enumerate(zip([before, after], grids)):
         similarity = pos_embed_similarity(table, num_prefix_tokens).detach().cpu()  # (N, N)
@@ -150,6 +191,12 @@ def show_resized_similarity(
 
 def show_images(images: list[torch.Tensor], titles: list[str], size: float = 3.0) -> plt.Figure:
     """Draw (C, H, W) images side by side, each with its title."""
+    if isinstance(images, torch.Tensor):
+        hint = ": pass list(images)" if images.ndim == 4 else ""
+        raise WrongTypeError(f"expected a list of (C, H, W) images, got a tensor {tuple(images.shape)}{hint}")
+    if not isinstance(images, (list, tuple)) or not images:
+        raise ValueError(f"expected a non-empty list of (C, H, W) images, got {type(images).__name__} {images!r:.60}")
+    check_names(titles, len(images), "titles, one per image")
     fig, axes = plt.subplots(1, len(images), figsize=(size * len(images), size), dpi=DPI, squeeze=False)
     for ax, image, title in zip(axes[0], images, titles):
         ax.imshow(to_numpy_image(image), cmap="gray")

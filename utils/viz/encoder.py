@@ -6,7 +6,7 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from utils.viz.core import DPI
+from utils.viz.core import DPI, check_names, check_not_empty, check_tensor
 
 NORM_COLORS = {"pre-norm": "tab:blue", "post-norm": "tab:orange"}
 
@@ -20,11 +20,13 @@ def plot_activations(
         x: (K,) input values.
         curves: name -> (K,) outputs, one line each.
     """
-    xs = x.detach().cpu().float().numpy()
-    fig, ax = plt.subplots(figsize=(size * 1.2, size), dpi=DPI)
-    for name, y in curves.items():
+    xs = check_tensor(x, "input values x (K,)", 1).detach().cpu().float().numpy()
+    for name, y in check_not_empty(curves, "curve (K,)").items():
+        check_tensor(y, f"curve {name!r} (K,)", 1)
         if y.shape != x.shape:
             raise ValueError(f"curve {name!r} has shape {tuple(y.shape)}, the inputs {tuple(x.shape)}")
+    fig, ax = plt.subplots(figsize=(size * 1.2, size), dpi=DPI)
+    for name, y in curves.items():
         ax.plot(xs, y.detach().cpu().float().numpy(), label=name, linewidth=2)
     ax.axhline(0, color="gray", linewidth=0.6)
     ax.axvline(0, color="gray", linewidth=0.6)
@@ -47,6 +49,10 @@ def plot_norm_placement(
         grad_norms: name -> (seeds, depth) gradient norm reaching each block's input, one row per
             random initialisation (drawn as one thin line each, on a log scale).
     """
+    for name, std in check_not_empty(stream_std, "stream std (depth,)").items():
+        check_tensor(std, f"stream_std[{name!r}] (depth,)", 1)
+    for name, norms in check_not_empty(grad_norms, "gradient norms (seeds, depth)").items():
+        check_tensor(norms, f"grad_norms[{name!r}] shaped (seeds, depth)", 2)
     fig, (left, right) = plt.subplots(1, 2, figsize=(size * 2.4, size), dpi=DPI)
     for name, std in stream_std.items():
         blocks = np.arange(1, len(std) + 1)
@@ -94,11 +100,13 @@ def show_receptive_fields(
         titles: one title per panel.
         source: (row, col) of the output patch whose view is drawn (marked with a star).
     """
-    if masks.ndim != 3 or masks.dtype != torch.bool:
+    check_tensor(masks, "boolean masks shaped (panels, rows, cols)", 3)
+    if masks.dtype != torch.bool:
         raise ValueError(f"expected boolean masks shaped (panels, rows, cols), got {masks.dtype} {tuple(masks.shape)}")
-    if len(titles) != masks.shape[0]:
-        raise ValueError(f"{masks.shape[0]} masks but {len(titles)} titles")
+    check_names(titles, masks.shape[0], "titles, one per mask")
     panels, rows, cols = masks.shape
+    if len(source) != 2 or not (0 <= source[0] < rows and 0 <= source[1] < cols):
+        raise ValueError(f"source {source!r} is no (row, col) patch of the {rows} x {cols} grid")
     cmap = ListedColormap(["#e8e8e8", "#3b75af"])  # unseen, seen
     fig, axes = plt.subplots(1, panels, figsize=(size * panels, size + 0.4), dpi=DPI, squeeze=False)
     for ax, mask, title in zip(axes[0], masks, titles):

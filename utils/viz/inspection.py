@@ -8,7 +8,8 @@ import torch
 from matplotlib.collections import LineCollection
 
 from utils.inspection import attention_share
-from utils.viz.core import DPI, to_numpy_image
+from utils.patches import WrongTypeError, check_whole
+from utils.viz.core import DPI, check_image_batch, check_names, check_tensor, to_numpy_image
 
 
 def _region_outline(region: np.ndarray, patch_height: float, patch_width: float) -> list[list[tuple[float, float]]]:
@@ -55,18 +56,23 @@ def show_attention_maps(
         titles: B titles for the images (e.g. their labels).
         regions: (B, rows, cols) bool, e.g. `patch_coverage` of the objects' masks.
     """
-    if images.ndim != 4:
-        raise ValueError(f"expected images (B, C, H, W), got {tuple(images.shape)}")
-    B, C, H, W = images.shape
+    B, C, H, W = check_image_batch(images).shape
+    if not isinstance(maps, (torch.Tensor, dict)):
+        raise WrongTypeError(f"expected maps (B, rows, cols) or a dict of them, got a {type(maps).__name__}")
     named = {"attention": maps} if isinstance(maps, torch.Tensor) else dict(maps)
     if not named:
         raise ValueError("expected at least one map (B, rows, cols), got an empty dict")
     for name, values in named.items():
-        if values.ndim != 3 or values.shape[0] != B:
-            raise ValueError(f"expected maps (B, rows, cols) with B = {B} for {name!r}, got {tuple(values.shape)}")
-    if titles is not None and len(titles) != B:
-        raise ValueError(f"expected {B} titles, one per image, got {len(titles)}")
+        if not isinstance(values, torch.Tensor) or values.ndim != 3 or values.shape[0] != B:
+            got = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
+            raise ValueError(f"expected maps (B, rows, cols) with B = {B} for {name!r}, got {got}")
+        check_tensor(values, f"maps {name!r} (B, rows, cols)", 3)
+    if titles is not None:
+        check_names(titles, B, "titles, one per image")
     if regions is not None:
+        check_tensor(regions, "regions (B, rows, cols)", 3)
+        if regions.dtype != torch.bool:
+            raise ValueError(f"expected regions of bools (True: inside), got {regions.dtype}: use .bool() or > 0.5")
         for name, values in named.items():
             if tuple(regions.shape) != tuple(values.shape):
                 raise ValueError(
@@ -128,8 +134,7 @@ def show_attention_distance(
             neighbouring patches.
         uniform: if given, a dashed line at the distance uniform attention would give.
     """
-    if distances.ndim != 2:
-        raise ValueError(f"expected distances (depth, heads), got {tuple(distances.shape)}")
+    check_tensor(distances, "distances (depth, heads)", 2)
     values = distances.detach().cpu().double().numpy()  # (depth, heads)
     depth, heads = values.shape
     layers = np.arange(1, depth + 1)  # layer 1 is the first block
@@ -159,6 +164,7 @@ def _percent(x: float) -> str:
 
 def normalise_component(component: torch.Tensor) -> torch.Tensor:
     """(C, P, P) -> the same, stretched to [0, 1] for display (a constant becomes 0.5 grey)."""
+    check_tensor(component, "one component (C, P, P)", 3)
     low, high = component.min(), component.max()
     if high - low < 1e-12:
         return torch.full_like(component, 0.5)
@@ -178,10 +184,12 @@ def show_filter_components(
         share: (count,) share of the variance of each component.
         columns: pictures per row.
     """
-    if components.ndim != 4 or components.shape[1] not in (1, 3):
+    check_tensor(components, "components (count, C, P, P) with C = 1 or 3", 4)
+    if components.shape[1] not in (1, 3):
         raise ValueError(f"expected components (count, C, P, P) with C = 1 or 3, got {tuple(components.shape)}")
+    check_whole(columns, "columns")
     count = components.shape[0]
-    if tuple(share.shape) != (count,):
+    if tuple(check_tensor(share, f"one share per component ({count},)", 1).shape) != (count,):
         raise ValueError(f"expected one share per component ({count},), got {tuple(share.shape)}")
     components = components.detach().cpu().float()
     columns = min(columns, count)

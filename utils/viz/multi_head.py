@@ -7,7 +7,8 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.patches import FancyBboxPatch
 
-from utils.viz.core import DPI
+from utils.patches import check_whole
+from utils.viz.core import DPI, check_names, check_tensor
 
 TOKEN_MAJOR, HEAD_MAJOR, WEIGHTS = "#cfe2f3", "#fce5cd", "#d9ead3"  # box colours by layout
 
@@ -27,6 +28,8 @@ def multi_head_shapes(B: int, N: int, D: int, num_heads: int) -> list[ShapeStep]
 
     The steps are those of `utils.MultiHeadSelfAttention.forward`; q, k and v share one step.
     """
+    for value, name in [(B, "B"), (N, "N"), (D, "D"), (num_heads, "num_heads")]:
+        check_whole(value, name)
     if D % num_heads:
         raise ValueError(f"width D={D} is not divisible by num_heads={num_heads}")
     h, hd = num_heads, D // num_heads
@@ -109,9 +112,12 @@ def show_head_split(
         labels: optional token names (rows).
         feature_names: optional feature names (columns).
     """
-    if x.ndim != 2:
-        raise ValueError(f"expected one sequence of tokens (N, D), got {tuple(x.shape)}")
-    N, D = x.shape
+    N, D = check_tensor(x, "one sequence of tokens (N, D)", 2).shape
+    check_whole(num_heads, "num_heads")
+    if labels is not None:
+        check_names(labels, N, "token labels, one per row")
+    if feature_names is not None:
+        check_names(feature_names, D, "feature names, one per column")
     if D % num_heads:
         raise ValueError(f"width D={D} is not divisible by num_heads={num_heads}")
     head_dim = D // num_heads

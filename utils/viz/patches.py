@@ -5,12 +5,20 @@ import numpy as np
 import torch
 from matplotlib import patheffects
 
-from utils.patches import patchify, to_2tuple
-from utils.viz.core import DPI, to_numpy_image
+from utils.patches import check_image_size, check_whole, patchify, to_2tuple
+from utils.viz.core import DPI, check_image, check_tensor, to_numpy_image
+
+
+def _check_patch_size(image: torch.Tensor, patch_size: int) -> None:
+    """A ValueError unless `image` (C, H, W) is a picture that `patch_size` cuts into whole patches."""
+    check_image(image)
+    check_whole(patch_size, "patch_size")
+    check_image_size(tuple(image.shape[1:]), patch_size)
 
 
 def show_image(image: torch.Tensor, title: str | None = None, size: float = 3.5) -> plt.Figure:
     """Draw one (C, H, W) image with its pixel axes."""
+    check_image(image)
     fig, ax = plt.subplots(figsize=(size, size), dpi=DPI)
     ax.imshow(to_numpy_image(image), cmap="gray")
     ax.set_title(title or f"image {tuple(image.shape)}")
@@ -45,6 +53,7 @@ def _draw_patch_grid(ax: plt.Axes, image: torch.Tensor, patch_size: int, numbers
 
 def show_patch_grid(image: torch.Tensor, patch_size: int, numbers: bool = True, size: float = 6.0) -> plt.Figure:
     """Draw an image with its patch grid, each patch labelled with its token index (row-major)."""
+    _check_patch_size(image, patch_size)
     C, H, W = image.shape
     fig, ax = plt.subplots(figsize=(size, size * H / W), dpi=DPI)
     _draw_patch_grid(ax, image, patch_size, numbers, size)
@@ -53,6 +62,10 @@ def show_patch_grid(image: torch.Tensor, patch_size: int, numbers: bool = True, 
 
 def compare_patch_sizes(image: torch.Tensor, patch_sizes: list[int], size: float = 3.5) -> plt.Figure:
     """Draw the image's patch grid for each patch size, side by side."""
+    if not isinstance(patch_sizes, (list, tuple)) or not patch_sizes:
+        raise ValueError(f"expected a non-empty list of patch sizes, got {patch_sizes!r}")
+    for patch_size in patch_sizes:
+        _check_patch_size(image, patch_size)
     C, H, W = image.shape
     fig, axes = plt.subplots(1, len(patch_sizes), figsize=(size * len(patch_sizes), size * H / W), dpi=DPI)
     for ax, patch_size in zip(np.atleast_1d(axes), patch_sizes):
@@ -63,6 +76,9 @@ def compare_patch_sizes(image: torch.Tensor, patch_sizes: list[int], size: float
 
 def show_patches(image: torch.Tensor, patch_size: int, gap: int = 2, size: float = 4.5) -> plt.Figure:
     """Draw the image pulled apart into its patches, a small gap between neighbours."""
+    _check_patch_size(image, patch_size)
+    check_whole(gap, "gap", minimum=0)
+    image = image.float() / 255 if image.dtype == torch.uint8 else image  # the canvas is float, white = 1
     C, H, W = image.shape
     P = patch_size
     rows, cols = H // P, W // P
@@ -86,11 +102,15 @@ def show_token_sequence(patches: torch.Tensor, patch_size: int, count: int = 16,
     Args:
         patches: (N, C*P*P) one image's patches from `patchify`.
     """
-    if patches.ndim != 2:
-        raise ValueError(f"expected one image's patches shaped (N, C*P*P), got {tuple(patches.shape)}")
-    N, CPP = patches.shape
-    P = patch_size
+    N, CPP = check_tensor(patches, "one image's patches shaped (N, C*P*P)", 2).shape
+    P = check_whole(patch_size, "patch_size")
+    check_whole(count, "count")
     C = CPP // (P * P)
+    if C * P * P != CPP or C not in (1, 3):
+        raise ValueError(
+            f"patches {tuple(patches.shape)} are not (N, C*P*P) with P = {P} and C = 1 or 3 "
+            f"(C*P*P = {P * P} or {3 * P * P}): is patch_size the one they were cut with?"
+        )
     count = min(count, N)
     fig = plt.figure(figsize=(size, size * 0.55), dpi=DPI)
     grid = fig.add_gridspec(2, count, height_ratios=[1, 3.2], hspace=0.45)
@@ -112,7 +132,12 @@ def show_token_sequence(patches: torch.Tensor, patch_size: int, count: int = 16,
 
 def plot_token_counts(image_size: int | tuple[int, int], patch_sizes: list[int], size: float = 5.0) -> plt.Figure:
     """Bar chart (log scale) of tokens and attention-matrix entries for each patch size."""
-    H, W = to_2tuple(image_size)
+    H, W = to_2tuple(image_size, "image_size")
+    if not isinstance(patch_sizes, (list, tuple)) or not patch_sizes:
+        raise ValueError(f"expected a non-empty list of patch sizes, got {patch_sizes!r}")
+    for patch_size in patch_sizes:
+        if check_whole(patch_size, "patch_size") > min(H, W):
+            raise ValueError(f"patch_size {patch_size} is larger than the image ({H} x {W})")
     tokens = [(H // p) * (W // p) + 1 for p in patch_sizes]
     fig, ax = plt.subplots(figsize=(size, size * 0.6), dpi=DPI)
     positions = np.arange(len(patch_sizes))

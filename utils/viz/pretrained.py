@@ -3,7 +3,7 @@
 import matplotlib.pyplot as plt
 import torch
 
-from utils.viz.core import DPI, to_numpy_image
+from utils.viz.core import DPI, check_image_batch, to_numpy_image
 
 
 def show_top_k(
@@ -17,13 +17,14 @@ def show_top_k(
         names: B titles for the images.
         answers: for each image its (class name, probability) pairs, most probable first (`top_k`).
     """
-    if images.ndim != 4:
-        raise ValueError(f"expected images (B, C, H, W), got {tuple(images.shape)}")
+    check_image_batch(images)
     if not len(images) == len(names) == len(answers):
         raise ValueError(
             f"expected one name and one answer list per image: {len(images)} images, "
             f"{len(names)} names, {len(answers)} answer lists"
         )
+    for name, answer in zip(names, answers):
+        _check_answer(answer, name)
     fig, axes = plt.subplots(
         2,
         len(images),
@@ -47,3 +48,15 @@ def show_top_k(
             bars_ax.text(min(probability, 0.72) + 0.02, position, f"{probability:.0%}", va="center", fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _check_answer(answer, name: str) -> None:
+    """A ValueError unless `answer` is a non-empty list of (class name, probability in [0, 1]) pairs."""
+    expected = f"answers for {name!r}: expected a non-empty list of (class name, probability) pairs as top_k gives"
+    if not isinstance(answer, (list, tuple)) or not answer:
+        raise ValueError(f"{expected}, got {answer!r:.80}")
+    for pair in answer:
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise ValueError(f"{expected}, got the entry {pair!r:.80}")
+        if not 0 <= pair[1] <= 1:
+            raise ValueError(f"{expected}, got the probability {pair[1]!r} for {pair[0]!r}: not in [0, 1]")

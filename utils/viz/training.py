@@ -6,12 +6,28 @@ import matplotlib.pyplot as plt
 import torch
 from torch.utils.data import TensorDataset
 
-from utils.viz.core import DPI, to_numpy_image
+from utils.patches import check_whole
+from utils.viz.core import DPI, check_image_batch, check_names, check_tensor, to_numpy_image
+
+
+def _check_class_indices(labels: torch.Tensor, classes: list[str], what: str) -> None:
+    """A ValueError unless every entry of `labels` is an index into `classes`."""
+    if labels.is_floating_point() or labels.dtype == torch.bool:
+        raise ValueError(f"expected {what} as class indices (integers), got {labels.dtype}")
+    if labels.numel() and not (labels.min() >= 0 and labels.max() < len(classes)):
+        low, high = labels.min().item(), labels.max().item()
+        raise ValueError(f"{what} must be class indices 0 .. {len(classes) - 1}, got {low} .. {high}")
 
 
 def show_batch(dataset: TensorDataset, count: int = 16, columns: int = 8, size: float = 1.2) -> plt.Figure:
     """The first `count` images of `dataset` with their class names (dataset.classes)."""
+    if not hasattr(dataset, "tensors") or not hasattr(dataset, "classes"):
+        raise ValueError(f"expected an ImageDataset (with .tensors and .classes), got {type(dataset).__name__}")
     images, labels = dataset.tensors
+    check_whole(count, "count")
+    check_whole(columns, "columns")
+    check_image_batch(images, "the dataset's images (N, C, H, W)")
+    _check_class_indices(labels, dataset.classes, "the dataset's labels")
     count = min(count, len(labels))
     rows = -(-count // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(size * columns, size * rows + 0.3), dpi=DPI, squeeze=False)
@@ -39,6 +55,14 @@ class LivePlot:
         plt.close(self.fig)  # drawn by update(), not again at the end of the cell
 
     def update(self, history) -> None:
+        """Redraw the curves of `history` (a training.History), unless the last drawing is recent."""
+        curves = ("seconds", "train_loss", "train_accuracy", "test_loss", "test_accuracy", "done")
+        if not all(hasattr(history, name) for name in curves):
+            raise ValueError(f"expected the History that fit passes to on_epoch, got {type(history).__name__}")
+        lengths = {name: len(getattr(history, name)) for name in curves[:-1]}
+        tested = {lengths["test_loss"], lengths["test_accuracy"]} - {0}
+        if len({lengths["seconds"], lengths["train_loss"], lengths["train_accuracy"], *tested}) != 1:
+            raise ValueError(f"expected one value per epoch in every curve of the history, got lengths {lengths}")
         if not history.done and time.perf_counter() - self.last_draw < self.interval:
             return
         self.last_draw = time.perf_counter()
@@ -71,6 +95,10 @@ class LivePlot:
 
 def show_confusion(matrix: torch.Tensor, classes: list[str], size: float = 4.0) -> plt.Figure:
     """A confusion matrix (row = true class, column = predicted), each cell's count written in."""
+    check_tensor(matrix, "a confusion matrix (classes, classes)", 2)
+    if matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"expected a square confusion matrix (classes, classes), got {tuple(matrix.shape)}")
+    classes = check_names(classes, matrix.shape[0], "class names, one per row of the matrix")
     fig, ax = plt.subplots(figsize=(size, size), dpi=DPI)
     ax.imshow(matrix.numpy(), cmap="Blues")
     for (i, j), count in zip(
@@ -98,6 +126,12 @@ def show_mistakes(
     images: torch.Tensor, labels: torch.Tensor, predictions: torch.Tensor, classes: list[str], count: int = 12
 ) -> plt.Figure:
     """The first `count` misclassified images, titled "true -> predicted"."""
+    B = len(check_image_batch(images))
+    for tensor, what in [(labels, "labels (B,)"), (predictions, "predictions (B,)")]:
+        if tuple(check_tensor(tensor, what, 1).shape) != (B,):
+            raise ValueError(f"expected {what} with B = {B}, one per image, got {tuple(tensor.shape)}")
+        _check_class_indices(tensor, classes, what.split()[0])
+    check_whole(count, "count")
     wrong = (predictions != labels).nonzero().flatten()[:count]
     columns = max(1, min(len(wrong), 8))
     rows = max(1, -(-len(wrong) // columns))
