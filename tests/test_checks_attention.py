@@ -1,11 +1,11 @@
 """Lesson 3's checkers pass the reference, accept equivalent answers and name each typical mistake."""
 
 import math
-import re
 import warnings
 
 import pytest
 import torch
+from checker_cases import assert_each_named_as_itself
 
 from utils import scaled_dot_product_attention
 from utils.checks.attention import check_attention, check_masked_softmax
@@ -280,25 +280,10 @@ def test_results_that_need_grad_pass(capsys):
     assert capsys.readouterr().out.count("✓") == 3
 
 
-def named_mistakes(checker, mistakes) -> list[str]:
-    """Each mistake's message; asserts that it names that mistake (its regex) and no other one (the
-    regex of another mistake, unless that one is part of it: 'A + B' may name A and B)."""
-    messages = []
-    for name, wrong, words in mistakes:
-        with pytest.raises(CheckFailed, match=words) as failure:
-            checker(wrong)
-        parts = name.split(" + ")
-        others = [other for other, _, regex in mistakes if regex != words and other not in parts]
-        misnamed = [other for other, _, regex in mistakes if other in others and re.search(regex, str(failure.value))]
-        assert not misnamed, f"{name!r} is named as {misnamed}: {failure.value}"
-        messages.append(str(failure.value))
-    return messages
-
-
 @pytest.mark.parametrize(
     "checker, mistakes",
     [(check_attention, ATTENTION_MISTAKES), (check_masked_softmax, MASKED_SOFTMAX_MISTAKES)],
     ids=["attention", "masked_softmax"],
 )
 def test_no_mistake_is_named_as_another(checker, mistakes):
-    assert len(named_mistakes(checker, mistakes)) == len(mistakes)
+    assert len(assert_each_named_as_itself(checker, mistakes)) == len(mistakes)

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from checker_cases import assert_each_named_as_itself
 
 import utils.checks
 from utils.checks.core import (
@@ -19,6 +20,7 @@ from utils.checks.core import (
     is_blank_exercise,
     match_or_raise,
     raise_if_known_mistake,
+    varies_between_calls,
     whole_number,
 )
 
@@ -145,6 +147,19 @@ def test_call_learner_turns_the_learners_exception_into_a_failure():
     assert isinstance(failure.value.__cause__, RuntimeError)
     with pytest.raises(CheckFailed, match="^your function raised ZeroDivisionError for x = 0: division by zero$"):
         call_learner(lambda x: 1 / x, 0, returns=float, where="for x = 0")
+
+
+def test_call_learner_cuts_a_very_long_error_message():
+    def crashing(x):
+        raise ValueError("x" * 5000)
+
+    with pytest.raises(CheckFailed) as failure:
+        call_learner(crashing, 0, where="for x = 0")
+    message = str(failure.value)
+    assert message.startswith("your function raised ValueError for x = 0: xxx") and message.endswith("xxx ...")
+    assert len(message) < 400
+    with pytest.raises(CheckFailed, match=r": short$"):  # a short message stays whole
+        call_learner(lambda: (_ for _ in ()).throw(ValueError("short")))
 
 
 def test_call_learner_lets_not_implemented_error_through():
@@ -349,6 +364,22 @@ def test_compare_names_the_wrong_type_or_dtype(got, words):
         compare(got, torch.ones(2, 3), "for x")
 
 
+@pytest.mark.parametrize(
+    "layout, words",
+    [
+        (lambda x: x.to_sparse(), r"^expected an ordinary \(dense\) tensor, got a sparse_coo one for x: .*to_dense"),
+        (lambda x: x.to_sparse_csr(), r"got a sparse_csr one for x"),
+        (lambda x: torch.nested.nested_tensor(list(x)), r"got a nested one for x"),
+    ],
+    ids=["sparse", "sparse_csr", "nested"],
+)
+@pytest.mark.filterwarnings("ignore::UserWarning")  # sparse CSR and nested tensors are in beta
+def test_compare_names_a_tensor_that_is_not_dense(layout, words):
+    x = torch.rand(2, 3)
+    with pytest.raises(CheckFailed, match=words):
+        compare(layout(x), x, "for x")
+
+
 def test_compare_takes_a_more_precise_float_unless_told_to_want_the_same_dtype():
     x = torch.rand(2, 3)
     assert compare(x.double(), x, "for x") == "exact"  # e.g. a state dict: loading casts it back
@@ -389,3 +420,46 @@ def test_a_mistake_that_is_all_nan_names_nothing():
     raise_if_known_mistake(all_nan, {"it would name any NaN result": all_nan}, "for x")
     with pytest.raises(CheckFailed, match="^6 of 6 values are NaN for x$"):
         compare(all_nan, x, "for x", mistakes={"it would name any NaN result": all_nan})
+
+
+# ---- varies_between_calls -------------------------------------------------------------------
+
+
+def test_varies_between_calls_tells_a_random_result_from_a_fixed_one():
+    expected = torch.zeros(2, 3)
+    fixed = torch.ones(2, 3)
+    assert not varies_between_calls(lambda: fixed.clone(), fixed, expected)
+    assert varies_between_calls(lambda: torch.rand(2, 3), torch.rand(2, 3), expected)
+    assert varies_between_calls(lambda: torch.ones(3, 2), fixed, expected)  # another shape the second time
+    nan = torch.full((2, 3), float("nan"))
+    assert not varies_between_calls(lambda: nan.clone(), nan, expected)  # NaN in the same places is the same
+    assert not varies_between_calls(lambda: torch.rand(4), torch.rand(4), expected)  # not comparable: not asked
+
+
+# ---- the shared test helper: each mistake named as itself --------------------------------------
+
+
+def checker_naming(messages):
+    """A checker that fails with messages[wrong]."""
+
+    def checker(wrong):
+        raise CheckFailed(messages[wrong])
+
+    return checker
+
+
+def test_assert_each_named_as_itself_catches_a_mistake_named_as_another():
+    apart = checker_naming({"a": "transposed", "b": "not scaled"})
+    assert assert_each_named_as_itself(apart, [("a", "transposed"), ("b", "not scaled")]) == [
+        "transposed",
+        "not scaled",
+    ]
+    both = checker_naming({"a": "transposed", "b": "transposed and not scaled"})
+    with pytest.raises(AssertionError, match=r"'not scaled' is also named as \[0\]"):
+        assert_each_named_as_itself(both, [("a", "transposed"), ("b", "not scaled")])
+    with pytest.raises(AssertionError, match=r"'S' is also named as \['T'\]"):
+        assert_each_named_as_itself(both, [("T", "a", "transposed"), ("S", "b", "not scaled")])
+    # unless that one is part of it by name, or the two cannot be told apart
+    assert_each_named_as_itself(both, [("T", "a", "transposed"), ("T + S", "b", "not scaled")])
+    same = checker_naming({"a": "transposed", "b": "transposed"})
+    assert_each_named_as_itself(same, [("a", "^transposed$"), ("b", "transposed")])

@@ -6,6 +6,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from checker_cases import assert_each_named_as_itself
 
 from utils import prepend_cls_token, resize_pos_embed, sincos_pos_embed_2d
 from utils.checks.core import CheckFailed
@@ -413,21 +414,6 @@ def test_a_result_that_needs_grad_passes(checker, reference, capsys):
     assert "✓" in capsys.readouterr().out
 
 
-def named_mistakes(checker, mistakes) -> list[str]:
-    """Each mistake's message; asserts that it names that mistake (its regex) and no other one (the
-    regex of another mistake, unless that one is part of it: 'A + B' may name A and B)."""
-    messages = []
-    for name, wrong, words in mistakes:
-        with pytest.raises(CheckFailed, match=words) as failure:
-            checker(wrong)
-        parts = name.split(" + ")
-        others = [other for other, _, regex in mistakes if regex != words and other not in parts]
-        misnamed = [other for other, _, regex in mistakes if other in others and re.search(regex, str(failure.value))]
-        assert not misnamed, f"{name!r} is named as {misnamed}: {failure.value}"
-        messages.append(str(failure.value))
-    return messages
-
-
 @pytest.mark.parametrize(
     "checker, mistakes",
     [
@@ -438,4 +424,4 @@ def named_mistakes(checker, mistakes) -> list[str]:
     ids=["build_tokens", "sincos_2d", "resize"],
 )
 def test_no_mistake_is_named_as_another(checker, mistakes):
-    assert len(named_mistakes(checker, mistakes)) == len(mistakes)
+    assert len(assert_each_named_as_itself(checker, mistakes)) == len(mistakes)

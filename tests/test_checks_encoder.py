@@ -2,12 +2,12 @@
 else comes back into a failure that says what came."""
 
 import math
-import re
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from checker_cases import assert_each_named_as_itself
 from torch import nn
 
 from utils import ViTConfig
@@ -20,20 +20,6 @@ from utils.checks.encoder import (
     parameter_count,
     reference_parameter_count,
 )
-
-
-def assert_each_named_as_itself(mistakes, checker):
-    """Each typical mistake's words match its own failure, and no other mistake's unless the two
-    cannot be told apart (the same message)."""
-    messages = []
-    for learner, words in mistakes:
-        with pytest.raises(CheckFailed, match=words) as failure:
-            checker(learner)
-        messages.append(str(failure.value))
-    for i, (_, words) in enumerate(mistakes):
-        others = [j for j, other in enumerate(messages) if other != messages[i] and re.search(words, other)]
-        assert not others, f"the words for mistake {i} also match mistake(s) {others}"
-
 
 # ---- the encoder block -------------------------------------------------------------------
 
@@ -191,7 +177,7 @@ def test_check_encoder_block_names_the_mistake(wrong, words):
 
 
 def test_no_block_mistake_is_named_as_another():
-    assert_each_named_as_itself(BLOCK_MISTAKES, check_encoder_block)
+    assert_each_named_as_itself(check_encoder_block, BLOCK_MISTAKES)
 
 
 @pytest.mark.parametrize(
@@ -343,7 +329,7 @@ def test_check_count_vit_parameters_names_the_mistake(mistake, words):
 
 def test_no_counting_mistake_is_named_as_another():
     learners = [(lambda config, mistake=mistake: count(config, **mistake), words) for mistake, words in COUNT_LEARNERS]
-    assert_each_named_as_itself(learners, check_count_vit_parameters)
+    assert_each_named_as_itself(check_count_vit_parameters, learners)
 
 
 def test_check_count_vit_parameters_names_a_square_image_assumed():

@@ -2,10 +2,10 @@
 
 import functools
 import math
-import re
 
 import pytest
 import torch
+from checker_cases import assert_each_named_as_itself
 
 from utils.checks.core import CheckFailed
 from utils.checks.inspection import check_attention_rollout, check_mean_attention_distance
@@ -287,24 +287,11 @@ ROLLOUT_MISTAKES = [
 
 
 def test_no_rollout_mistake_is_named_as_another():
-    assert_each_named_as_itself(ROLLOUT_MISTAKES, check_attention_rollout)
+    assert_each_named_as_itself(check_attention_rollout, ROLLOUT_MISTAKES)
 
 
 def test_no_distance_mistake_is_named_as_another():
-    assert_each_named_as_itself(wrong_distance_cases()[:-1], check_mean_attention_distance)
-
-
-def assert_each_named_as_itself(mistakes, checker):
-    """Each typical mistake's words match its own failure, and no other mistake's unless the two
-    cannot be told apart (the same message)."""
-    messages = []
-    for learner, words in mistakes:
-        with pytest.raises(CheckFailed, match=words) as failure:
-            checker(learner)
-        messages.append(str(failure.value))
-    for i, (_, words) in enumerate(mistakes):
-        others = [j for j, other in enumerate(messages) if other != messages[i] and re.search(words, other)]
-        assert not others, f"the words for mistake {i} also match mistake(s) {others}"
+    assert_each_named_as_itself(check_mean_attention_distance, wrong_distance_cases()[:-1])
 
 
 GARBAGE = [  # the reference's answer turned into what a learner's function may return instead

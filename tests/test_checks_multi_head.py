@@ -2,11 +2,11 @@
 else comes back into a failure that says what came."""
 
 import math
-import re
 
 import pytest
 import torch
 import torch.nn.functional as F
+from checker_cases import assert_each_named_as_itself
 from references import randomize_, torch_mha_from
 from torch import nn
 
@@ -311,19 +311,6 @@ def test_the_mistake_switches_default_to_torch_multihead_attention():
         assert not torch.allclose(reference_multi_head(x, ours.qkv, ours.proj, 4, **mistake), expected, atol=1e-3)
 
 
-def assert_each_named_as_itself(mistakes, checker):
-    """Each typical mistake's words match its own failure, and no other mistake's unless the two
-    cannot be told apart (the same numbers, the same message)."""
-    messages = []
-    for learner, words in mistakes:
-        with pytest.raises(CheckFailed, match=words) as failure:
-            checker(learner)
-        messages.append(str(failure.value))
-    for i, (_, words) in enumerate(mistakes):
-        others = [j for j, other in enumerate(messages) if other != messages[i] and re.search(words, other)]
-        assert not others, f"the words for mistake {i} also match mistake(s) {others}"
-
-
 @pytest.mark.parametrize(
     "mistakes, checker",
     [
@@ -334,7 +321,7 @@ def assert_each_named_as_itself(mistakes, checker):
     ids=["split_heads", "merge_heads", "multi_head_attention"],
 )
 def test_no_mistake_is_named_as_another(mistakes, checker):
-    assert_each_named_as_itself(mistakes, checker)
+    assert_each_named_as_itself(checker, mistakes)
 
 
 def test_a_forward_that_changes_its_layers_is_not_called_random():

@@ -4,12 +4,11 @@ Each list of typical wrong implementations below is what learners write; every o
 with a message that names its mistake (the regex), and never with a message that names another one.
 """
 
-import re
-
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from checker_cases import assert_each_named_as_itself
 
 from utils import patchify, unpatchify
 from utils.checks.core import CheckFailed
@@ -119,21 +118,6 @@ UNPATCHIFY_MISTAKES = [  # (name, wrong unpatchify, regex naming the mistake)
     ("H for both in the end", lambda p, P, s: unpatchify_by_hand(p, P, s, last=lambda H, W: (H, H)), "not square"),
     ("(P, C, P) order", lambda p, P, s: unpatchify_by_hand(p, P, s, (0, 4, 1, 3, 2, 5)), r"axis order \(P_row"),
 ]
-
-
-def named_mistakes(checker, mistakes) -> list[str]:
-    """Each mistake's message; asserts that it names that mistake (its regex) and no other one (the
-    regex of another mistake, unless that one is part of it: 'A + B' may name A and B)."""
-    messages = []
-    for name, wrong, words in mistakes:
-        with pytest.raises(CheckFailed, match=words) as failure:
-            checker(wrong)
-        parts = name.split(" + ")
-        others = [other for other, _, regex in mistakes if regex != words and other not in parts]
-        misnamed = [other for other, _, regex in mistakes if other in others and re.search(regex, str(failure.value))]
-        assert not misnamed, f"{name!r} is named as {misnamed}: {failure.value}"
-        messages.append(str(failure.value))
-    return messages
 
 
 @pytest.mark.parametrize("name, wrong, words", PATCHIFY_MISTAKES, ids=[m[0] for m in PATCHIFY_MISTAKES])
@@ -284,4 +268,4 @@ def test_a_result_that_needs_grad_passes(checker, reference, capsys):
     ids=["patchify", "unpatchify", "attention_cost"],
 )
 def test_no_mistake_is_named_as_another(checker, mistakes):
-    assert len(named_mistakes(checker, mistakes)) == len(mistakes)
+    assert len(assert_each_named_as_itself(checker, mistakes)) == len(mistakes)

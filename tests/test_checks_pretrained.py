@@ -2,11 +2,11 @@
 
 import itertools
 import math
-import re
 
 import numpy as np
 import pytest
 import torch
+from checker_cases import assert_each_named_as_itself
 
 from utils.checks.core import CheckFailed
 from utils.checks.pretrained import check_convert_layer, check_preprocess
@@ -373,21 +373,8 @@ def test_check_preprocess_turns_errors_into_failures():
 # ---- more mistakes, what came back, and no mistake named as another -----------------------
 
 
-def assert_each_named_as_itself(mistakes, checker):
-    """Each typical mistake's words match its own failure, and no other mistake's unless the two
-    cannot be told apart (the same message)."""
-    messages = []
-    for learner, words in mistakes:
-        with pytest.raises(CheckFailed, match=words) as failure:
-            checker(learner)
-        messages.append(str(failure.value))
-    for i, (_, words) in enumerate(mistakes):
-        others = [j for j, other in enumerate(messages) if other != messages[i] and re.search(words, other)]
-        assert not others, f"the words for mistake {i} also match mistake(s) {others}"
-
-
 def test_no_convert_mistake_is_named_as_another():
-    assert_each_named_as_itself(wrong_convert_cases()[:-1], check_convert_layer)
+    assert_each_named_as_itself(check_convert_layer, wrong_convert_cases()[:-1])
 
 
 @pytest.mark.parametrize(
@@ -443,7 +430,7 @@ def test_check_preprocess_names_each_typical_mistake(wrong, words):
 
 
 def test_no_preprocess_mistake_is_named_as_another():
-    assert_each_named_as_itself(PREPROCESS_MISTAKES, check_preprocess)
+    assert_each_named_as_itself(check_preprocess, PREPROCESS_MISTAKES)
 
 
 @pytest.mark.parametrize(

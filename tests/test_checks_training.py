@@ -2,30 +2,16 @@
 else comes back into a failure that says what came."""
 
 import math
-import re
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from checker_cases import assert_each_named_as_itself
 
 from utils.checks.core import CheckFailed
 from utils.checks.training import check_train_step, check_warmup_cosine, wrong_train_step
 from utils.training import warmup_cosine
-
-
-def assert_each_named_as_itself(mistakes, checker):
-    """Each typical mistake's words match its own failure, and no other mistake's unless the two
-    cannot be told apart (the same message)."""
-    messages = []
-    for learner, words in mistakes:
-        with pytest.raises(CheckFailed, match=words) as failure:
-            checker(learner)
-        messages.append(str(failure.value))
-    for i, (_, words) in enumerate(mistakes):
-        others = [j for j, other in enumerate(messages) if other != messages[i] and re.search(words, other)]
-        assert not others, f"the words for mistake {i} also match mistake(s) {others}"
-
 
 # ---- the schedule ---------------------------------------------------------------------------
 
@@ -85,7 +71,7 @@ def test_check_warmup_cosine_names_the_mistake(wrong, words):
 
 
 def test_no_schedule_mistake_is_named_as_another():
-    assert_each_named_as_itself(SCHEDULE_MISTAKES, check_warmup_cosine)
+    assert_each_named_as_itself(check_warmup_cosine, SCHEDULE_MISTAKES)
 
 
 @pytest.mark.parametrize(
@@ -246,7 +232,7 @@ def test_check_train_step_names_the_mistake(wrong, words):
 
 
 def test_no_train_step_mistake_is_named_as_another():
-    assert_each_named_as_itself(TRAIN_STEP_MISTAKES, check_train_step)
+    assert_each_named_as_itself(check_train_step, TRAIN_STEP_MISTAKES)
 
 
 def test_an_optimizer_of_its_own_gets_a_neutral_message():

@@ -220,7 +220,11 @@ def test_relational_images_are_the_ones_made_before_the_checks(task, masks, pixe
     [
         (dict(num_images=0), ValueError, r"num_images must be a whole number, at least 1, got 0"),
         (dict(num_images=-3), ValueError, r"num_images .* got -3"),
-        (dict(num_images=2.0), TypeError, r"num_images must be a whole number, got 2.0"),
+        (
+            dict(num_images=2.0),
+            TypeError,
+            r"num_images must be a whole number, at least 1, got 2.0 \(float\): use num_images=2",
+        ),
         (dict(task="colour"), ValueError, r"unknown task 'colour'; expected one of"),
         (dict(task=["same_colour"]), TypeError, r"unknown task \['same_colour'\]"),
         (dict(image_size=0), ValueError, r"image_size must be a whole number of pixels per side, at least 1"),
@@ -229,7 +233,11 @@ def test_relational_images_are_the_ones_made_before_the_checks(task, masks, pixe
         (dict(task="same_shape", object_size=3, min_distance=5), ValueError, r"object_size .* from 5 to 32, got 3"),
         (dict(min_distance=5), ValueError, r"min_distance .* or the objects could overlap\), at least 9.9, got 5"),
         (dict(min_distance=float("nan")), ValueError, r"min_distance .* got nan"),
-        (dict(noise=-1), ValueError, r"noise must be a number \(the background's standard deviation\), at least 0"),
+        (
+            dict(noise=-1),
+            ValueError,
+            r"noise must be a finite number \(the background's standard deviation\), at least 0",
+        ),
         (dict(seed=-1), ValueError, r"seed must be a whole number, at least 0, got -1"),
         (dict(num_images=10**7), ValueError, r"make_relational\(num_images=10000000, image_size=32\) would need"),
         (dict(num_images=1, image_size=100_000), ValueError, r"GB of memory to draw, more than 2 GB"),

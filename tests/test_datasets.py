@@ -1,4 +1,5 @@
-"""ImageDataset: a TensorDataset of images and labels that knows its class names; the shared checks."""
+"""ImageDataset: a TensorDataset of images and labels that knows its class names; the checks of images,
+labels and datasets."""
 
 import math
 
@@ -6,7 +7,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from utils.datasets import ImageDataset, check_dataset, check_number
+from utils.datasets import ImageDataset, check_dataset, check_float_images, check_labels
+from utils.validation import WrongTypeError
 
 
 def test_image_dataset_holds_images_labels_and_class_names():
@@ -34,37 +36,7 @@ def test_image_dataset_rejects_mismatched_shapes(images, labels):
         ImageDataset(images, labels, ["a"])
 
 
-# ---- what every function that takes images, labels, datasets or sizes refuses ----------------------
-
-
-@pytest.mark.parametrize(
-    "value, options, error, match",
-    [
-        (0, dict(integer=True, low=1), ValueError, r"n must be a whole number, at least 1, got 0"),
-        (2.0, dict(integer=True, low=1), TypeError, r"n must be a whole number, got 2.0 \(float\)"),
-        (True, dict(integer=True, low=0), TypeError, r"got True \(bool\)"),
-        (False, dict(low=0), TypeError, r"n must be a number, got False \(bool\)"),
-        ("3", dict(low=0), TypeError, r"got '3' \(str\)"),
-        (torch.tensor(3.0), dict(low=0), TypeError, r"use .item\(\)"),
-        (math.nan, dict(low=0), ValueError, r"at least 0, got nan"),
-        (math.inf, dict(low=0), ValueError, r"got inf"),
-        (math.nan, dict(), ValueError, r"n must be a number, not NaN or infinite, got nan"),
-        (1.0, dict(low=0, high=1, high_open=True), ValueError, r"from 0 up to \(not including\) 1, got 1.0"),
-        (0.0, dict(low=0, high=1, low_open=True), ValueError, r"greater than 0 and at most 1, got 0.0"),
-        (5, dict(high=4), ValueError, r"at most 4, got 5"),
-    ],
-)
-def test_check_number_names_what_it_wanted_and_what_came(value, options, error, match):
-    with pytest.raises(error, match=match):
-        check_number("n", value, **options)
-
-
-def test_check_number_accepts_numbers_of_any_kind_in_range():
-    import numpy as np
-
-    for value in (1, 10**400, np.int64(3), 0.5, np.float32(0.5)):
-        check_number("n", value, low=0)
-    check_number("n", 3, integer=True, low=1, high=3)
+# ---- what every function that takes images, labels or datasets refuses ---------------------------
 
 
 @pytest.mark.parametrize(
@@ -110,3 +82,25 @@ def test_image_dataset_forgives_resampling_just_past_one_and_may_be_empty():
 def test_check_dataset_says_what_a_dataset_is(dataset, error, match):
     with pytest.raises(error, match=match):
         check_dataset(dataset, "data")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: check_dataset([torch.rand(2, 1, 4, 4), torch.tensor([0, 1])]),
+        lambda: check_float_images([[0.0]]),
+        lambda: check_labels([0, 1]),
+        lambda: ImageDataset(torch.rand(2, 1, 4, 4), torch.tensor([0, 1]), "ab"),
+    ],
+    ids=["dataset", "images", "labels", "classes"],
+)
+def test_a_wrong_type_is_caught_as_a_type_error_and_as_a_value_error(call):
+    with pytest.raises(WrongTypeError):
+        call()
+    with pytest.raises(ValueError):
+        call()
+
+
+def test_a_tensor_given_as_class_names_is_described_not_printed():
+    with pytest.raises(WrongTypeError, match=r"got a tensor of dtype int64 and shape \(1000,\)$"):
+        ImageDataset(torch.rand(2, 1, 4, 4), torch.tensor([0, 1]), torch.arange(1000))

@@ -180,7 +180,7 @@ def test_mean_attention_distance_rejects_a_grid_of_another_size_and_undefined_di
 @pytest.mark.parametrize(
     "weight, count, words",
     [
-        (torch.randn(8, 3, 2, 2), 0, r"count must be a whole number .* got 0"),
+        (torch.randn(8, 3, 2, 2), 0, r"count must be a whole number, .* got 0"),
         (torch.randn(8, 3, 2, 2), 9, r"count must be at most min\(D, C\*P\*P\) = 8 .* got 9"),
         (torch.randn(1, 3, 2, 2), 1, r"at least 2 filters"),
         (torch.ones(8, 3, 2, 2), 1, r"filters are all the same"),

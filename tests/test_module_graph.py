@@ -67,6 +67,12 @@ def test_the_graph_is_read_from_the_source():
     assert "utils.vit" in GRAPH["utils.weights"]
 
 
+def test_the_argument_checks_import_no_other_module_of_utils():
+    """utils.validation sits at the very start of the data flow: every module may import it."""
+    assert GRAPH["utils.validation"] == set()
+    assert "utils.validation" in GRAPH["utils.patches"] and "utils.validation" in GRAPH["utils.datasets"]
+
+
 def test_find_cycle_finds_a_cycle_and_only_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
@@ -76,7 +82,9 @@ def test_no_module_of_utils_imports_itself_in_a_circle():
     assert find_cycle(GRAPH) is None, " -> ".join(find_cycle(GRAPH))
 
 
-@pytest.mark.parametrize("name", ["utils.data", "utils.standard_datasets", "utils.datasets", "utils.weights"])
+@pytest.mark.parametrize(
+    "name", ["utils.data", "utils.standard_datasets", "utils.datasets", "utils.weights", "utils.validation"]
+)
 def test_each_module_imports_on_its_own(name):
     """In a fresh interpreter, so that no module another test imported first can hide a cycle."""
     result = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True)

@@ -278,16 +278,16 @@ def refused(call, error: type[Exception], match: str, seconds: float = 20):
     [
         (0, None, ValueError, r"epochs must be a whole number, at least 1, got 0"),
         (-1, None, ValueError, r"epochs .* at least 1, got -1"),
-        (None, 0, ValueError, r"time_budget must be a number of seconds, greater than 0, got 0"),
+        (None, 0, ValueError, r"time_budget must be a finite number of seconds, greater than 0, got 0"),
         (None, -5, ValueError, r"time_budget .* greater than 0, got -5"),
         (1, 0, ValueError, r"time_budget .* greater than 0, got 0"),  # "whichever ends first" would be at once
         (0, 5, ValueError, r"epochs .* at least 1, got 0"),
         (None, float("nan"), ValueError, r"time_budget .* got nan"),
         (None, float("inf"), ValueError, r"time_budget .* got inf"),
-        (float("nan"), None, TypeError, r"epochs must be a whole number, got nan"),
-        (2.5, None, TypeError, r"epochs must be a whole number, got 2.5"),
-        (True, None, TypeError, r"epochs must be a whole number, got True"),
-        ("3", None, TypeError, r"epochs must be a whole number, got '3'"),
+        (float("nan"), None, TypeError, r"epochs must be a whole number, at least 1, got nan"),
+        (2.5, None, TypeError, r"epochs must be a whole number, at least 1, got 2.5"),
+        (True, None, TypeError, r"epochs must be a whole number, at least 1, got True"),
+        ("3", None, TypeError, r"epochs must be a whole number, at least 1, got '3'"),
     ],
 )
 def test_fit_refuses_a_budget_that_never_ends_or_is_not_a_number(epochs, time_budget, error, match):
@@ -300,10 +300,10 @@ def test_fit_refuses_a_budget_that_never_ends_or_is_not_a_number(epochs, time_bu
         (dict(batch_size=0), ValueError, r"batch_size must be a whole number of images per step, at least 1, got 0"),
         (dict(batch_size=-3), ValueError, r"batch_size .* got -3"),
         (dict(batch_size=2.0), TypeError, r"batch_size must be a whole number"),
-        (dict(lr=0), ValueError, r"lr must be a number \(the peak learning rate\), greater than 0, got 0"),
+        (dict(lr=0), ValueError, r"lr must be a finite number \(the peak learning rate\), greater than 0, got 0"),
         (dict(lr=float("nan")), ValueError, r"lr .* got nan"),
         (dict(lr=-1e-3), ValueError, r"lr .* got -0.001"),
-        (dict(weight_decay=-0.1), ValueError, r"weight_decay must be a number, at least 0, got -0.1"),
+        (dict(weight_decay=-0.1), ValueError, r"weight_decay must be a finite number, at least 0, got -0.1"),
         (dict(warmup=1.0), ValueError, r"warmup must be .* from 0 up to \(not including\) 1, got 1.0"),
         (dict(warmup=-0.1), ValueError, r"warmup .* got -0.1"),
         (dict(label_smoothing=1.0), ValueError, r"label_smoothing must be a number, from 0 up to \(not incl"),
@@ -353,6 +353,7 @@ def test_fit_wants_a_dataset_of_images_and_labels(train, error, match):
 def test_fit_wants_a_model_object():
     refused(lambda: fit(VisionTransformer, toy_set(8), epochs=1), TypeError, r"the class VisionTransformer itself")
     refused(lambda: fit(toy_set(8), tiny_model(), epochs=1), TypeError, r"model must be a torch nn.Module")
+    refused(lambda: fit(toy_set(8), tiny_model(), epochs=1), ValueError, r"model must be")  # except ValueError too
     refused(lambda: fit(nn.Flatten(), toy_set(8), epochs=1), ValueError, r"no floating-point parameters")
 
 
@@ -474,7 +475,12 @@ def test_confusion_matrix_wants_class_indices():
         (-0.5, 0.1, ValueError, r"progress must be from 0 to 1 .* got -0.5"),  # it gave -5
         (1.5, 0.1, ValueError, r"progress must be from 0 to 1 .* got 1.5"),
         (float("nan"), 0.1, ValueError, r"progress .* got nan"),
-        ("0.5", 0.1, TypeError, r"progress must be a number"),
+        (
+            "0.5",
+            0.1,
+            TypeError,
+            r"progress must be a finite number \(the fraction of training done\), got .0.5. \(str\)",
+        ),
         (0.5, 1.0, ValueError, r"warmup must be .* from 0 up to \(not including\) 1, got 1.0"),
         (0.5, -0.1, ValueError, r"warmup .* got -0.1"),
     ],

@@ -50,10 +50,16 @@ def test_show_receptive_fields_draws_each_mask_and_marks_the_source():
     "draw, says",
     [
         (lambda: plot_activations(torch.zeros(0), {"a": torch.zeros(0)}), "something on every axis"),
-        (lambda: plot_activations(torch.zeros(3, 2), {"a": torch.zeros(3, 2)}), r"x \(K,\), got \(3, 2\)"),
+        (
+            lambda: plot_activations(torch.zeros(3, 2), {"a": torch.zeros(3, 2)}),
+            r"x \(K,\), got a 2-D tensor of shape \(3, 2\)",
+        ),
         (lambda: plot_activations(torch.zeros(3), {}), "at least one curve"),
         (lambda: plot_norm_placement({}, {"a": torch.rand(2, 3)}), "at least one stream std"),
-        (lambda: plot_norm_placement({"a": torch.rand(2, 3)}, {"a": torch.rand(2, 3)}), r"\(depth,\), got \(2, 3\)"),
+        (
+            lambda: plot_norm_placement({"a": torch.rand(2, 3)}, {"a": torch.rand(2, 3)}),
+            r"\(depth,\), got a 2-D tensor of shape \(2, 3\)",
+        ),
         (lambda: show_receptive_fields(torch.zeros(0, 3, 3, dtype=torch.bool), []), "something on every axis"),
         (
             lambda: show_receptive_fields(torch.zeros(1, 3, 3, dtype=torch.bool), ["a"], source=(3, 0)),

@@ -136,7 +136,7 @@ def test_attention_distance_of_a_real_model_and_shape_errors():
     ax = show_attention_distance(distances).axes[0]
     assert len(ax.lines) == 1  # no reference lines unless asked for
     assert np.allclose(ax.collections[0].get_offsets()[:, 1], distances.reshape(-1).numpy())
-    with pytest.raises(ValueError, match=r"expected distances \(depth, heads\), got \(3, 2, 4\)"):
+    with pytest.raises(ValueError, match=r"expected distances \(depth, heads\), got a 3-D tensor of shape \(3, 2, 4\)"):
         show_attention_distance(torch.rand(3, 2, 4))
 
 
@@ -166,7 +166,10 @@ def test_filter_components_titles_and_shape_errors():
     assert [ax.get_title() for ax in fig.axes] == ["12%", "3.4%"]
     assert np.allclose(np.asarray(fig.axes[0].images[0].get_array()), 0.5)  # a flat component is mid grey
     assert torch.equal(normalise_component(components[1]), torch.tensor([[[0.0, 1 / 3], [2 / 3, 1.0]]]))
-    with pytest.raises(ValueError, match=r"expected components \(count, C, P, P\) with C = 1 or 3, got \(2, 2, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected components \(count, C, P, P\) with C = 1 or 3, got a 3-D tensor of shape \(2, 2, 2\)",
+    ):
         show_filter_components(components[:, 0], torch.rand(2))
     with pytest.raises(ValueError, match=r"C = 1 or 3, got \(2, 2, 2, 2\)"):
         show_filter_components(torch.rand(2, 2, 2, 2), torch.rand(2))
@@ -190,7 +193,7 @@ def test_filter_components_titles_and_shape_errors():
         (lambda: show_filter_components(torch.zeros(0, 3, 2, 2), torch.zeros(0)), "something on every axis"),
         (lambda: show_filter_components(torch.rand(2, 3, 2, 2), torch.rand(2), columns=0), "columns must be"),
         (lambda: show_filter_components(torch.rand(2, 3, 2, 2), [0.5, 0.5]), r"torch.tensor\(...\)"),
-        (lambda: normalise_component(torch.rand(4)), r"one component \(C, P, P\), got \(4,\)"),
+        (lambda: normalise_component(torch.rand(4)), r"one component \(C, P, P\), got a 1-D tensor of shape \(4,\)"),
     ],
 )
 def test_the_inspection_plots_refuse_empty_or_mismatched_input(draw, says):

@@ -266,7 +266,7 @@ def test_patch_slicer_refuses_what_is_no_single_image(image, patch_size, says):
     [
         (torch.zeros(0), 1.0, r"\(N,\) with something on every axis"),
         (torch.tensor([1.0, float("nan")]), 1.0, "finite scores"),
-        (torch.rand(3), 0.0, "scale must be a finite number > 0"),
+        (torch.rand(3), 0.0, "scale must be a finite number, greater than 0"),
         (torch.rand(3), 1000.0, "between 0.01 and 100"),
     ],
 )

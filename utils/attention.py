@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.patches import (
+from utils.validation import (
     WrongTypeError,
     check_device,
     check_dtype,

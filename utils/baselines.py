@@ -5,7 +5,8 @@ import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from utils.datasets import check_dataset, check_images, check_number
+from utils.datasets import check_dataset, check_float_images
+from utils.validation import check_whole
 
 
 class SmallCNN(nn.Module):
@@ -19,9 +20,9 @@ class SmallCNN(nn.Module):
     """
 
     def __init__(self, in_channels: int, num_classes: int, width: int = 32):
-        check_number("in_channels", in_channels, integer=True, low=1, meaning=" (C of the images)")
-        check_number("num_classes", num_classes, integer=True, low=1)
-        check_number("width", width, integer=True, low=1, meaning=" (channels of the first stage)")
+        in_channels = check_whole(in_channels, "in_channels", meaning=" (C of the images)")
+        num_classes = check_whole(num_classes, "num_classes")
+        width = check_whole(width, "width", meaning=" (channels of the first stage)")
         super().__init__()
         self.in_channels = in_channels
         conv = lambda c_in, c_out: [nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU()]  # noqa: E731
@@ -38,7 +39,7 @@ class SmallCNN(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) -> (B, num_classes)."""
-        check_images(images, dtype=self.head.weight.dtype, allow_empty=True)
+        check_float_images(images, dtype=self.head.weight.dtype, allow_empty=True)
         _, channels, height, width = images.shape
         if channels != self.in_channels:
             raise ValueError(f"this SmallCNN takes images (B, {self.in_channels}, H, W), got {tuple(images.shape)}")
@@ -49,9 +50,9 @@ class SmallCNN(nn.Module):
     @classmethod
     def with_parameters(cls, target: int, in_channels: int, num_classes: int) -> "SmallCNN":
         """The SmallCNN whose parameter count is closest to `target` (e.g. a ViT's), its width from 4 to 256."""
-        check_number("target", target, integer=True, low=1, meaning=" of parameters")
-        check_number("in_channels", in_channels, integer=True, low=1, meaning=" (C of the images)")
-        check_number("num_classes", num_classes, integer=True, low=1)
+        check_whole(target, "target", meaning=" of parameters")
+        check_whole(in_channels, "in_channels", meaning=" (C of the images)")
+        check_whole(num_classes, "num_classes")
         count = lambda width: sum(p.numel() for p in cls(in_channels, num_classes, width).parameters())  # noqa: E731
         width = min(range(4, 257), key=lambda w: abs(count(w) - target))
         return cls(in_channels, num_classes, width)

@@ -20,14 +20,15 @@ import numpy as np
 import torch
 from PIL import Image
 
-from utils.datasets import ImageDataset, check_number  # also re-exported: `from utils.data import ImageDataset` works
+from utils.datasets import ImageDataset  # also re-exported: `from utils.data import ImageDataset` works
 from utils.standard_datasets import load_standard_dataset
+from utils.validation import WrongTypeError, check_number, check_whole, describe
 
 MAX_SIDE = 4096  # pixels: a photo resized larger only gets blurrier, and a 4096 x 4096 RGB image is 200 MB
 
 
-def _check_side(size) -> None:
-    check_number("size", size, integer=True, low=1, high=MAX_SIDE, meaning=" of pixels per side")
+def _check_side(size) -> int:
+    return check_whole(size, "size", maximum=MAX_SIDE, meaning=" of pixels per side")
 
 
 def load_sample_image(size: int = 224) -> torch.Tensor:
@@ -38,7 +39,7 @@ def load_sample_image(size: int = 224) -> torch.Tensor:
     Returns:
         image (3, size, size), float32 in [0, 1].
     """
-    _check_side(size)
+    size = _check_side(size)
     path = matplotlib.cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)
     with Image.open(path) as photo:
         photo = photo.convert("RGB")
@@ -69,7 +70,7 @@ def load_photos(size: int = 224) -> tuple[torch.Tensor, list[str]]:
     Returns:
         images (4, 3, size, size) float32 in [0, 1], and their names.
     """
-    _check_side(size)
+    size = _check_side(size)
     images = []
     for package, name in PHOTOS.values():
         if package == "matplotlib":
@@ -107,8 +108,8 @@ def load_digits(test_fraction: float = 0.25, seed: int = 0) -> tuple[ImageDatase
     Returns:
         (train, test): images (N, 1, 8, 8) float32 in [0, 1], labels 0-9.
     """
-    check_number("test_fraction", test_fraction, low=0, high=1, low_open=True, high_open=True)
-    check_number("seed", seed, integer=True, low=0, high=2**32 - 1)  # what scikit-learn's random_state takes
+    check_number(test_fraction, "test_fraction", low=0, high=1, low_open=True, high_open=True)
+    seed = check_whole(seed, "seed", minimum=0, maximum=2**32 - 1)  # what scikit-learn's random_state takes
     test_size = math.ceil(test_fraction * DIGITS)  # as train_test_split counts
     if min(test_size, DIGITS - test_size) < 10:
         raise ValueError(
@@ -149,7 +150,7 @@ RELATIONAL_TASKS = {
 
 def shape_mask(shape: str, size: int) -> np.ndarray:
     """(size, size) bool mask of one object: a square, disc, triangle (pointing up) or cross."""
-    check_number("size", size, integer=True, low=1)
+    size = check_whole(size, "size")
     r = (size - 1) / 2
     yy, xx = np.mgrid[0:size, 0:size]
     if shape == "square":
@@ -182,17 +183,17 @@ def _check_relational(
 ) -> None:
     """Raise unless make_relational can draw these images, in bounded time and memory."""
     if not isinstance(task, str) or task not in RELATIONAL_TASKS:
-        error = ValueError if isinstance(task, str) else TypeError
+        error = ValueError if isinstance(task, str) else WrongTypeError
         raise error(f"unknown task {task!r}; expected one of {list(RELATIONAL_TASKS)}")
-    check_number("num_images", num_images, integer=True, low=1)
-    check_number("image_size", image_size, integer=True, low=1, meaning=" of pixels per side")
+    check_whole(num_images, "num_images")
+    check_whole(image_size, "image_size", meaning=" of pixels per side")
     smallest = MIN_SHAPE_SIZE if task == "same_shape" else 1
-    check_number("object_size", object_size, integer=True, low=smallest, high=image_size, meaning=" of pixels")
-    check_number("noise", noise, low=0, meaning=" (the background's standard deviation)")
-    check_number("seed", seed, integer=True, low=0)
+    check_whole(object_size, "object_size", minimum=smallest, maximum=image_size, meaning=" of pixels")
+    check_number(noise, "noise", low=0, meaning=" (the background's standard deviation)")
+    check_whole(seed, "seed", minimum=0)
     apart = round(object_size * math.sqrt(2), 2)  # centres this far apart: the two objects cannot overlap
     why = " of pixels between the centres (at least object_size x 1.41, or the objects could overlap)"
-    check_number("min_distance", min_distance, low=apart, meaning=why)
+    check_number(min_distance, "min_distance", low=apart, meaning=why)
     farthest = _farthest_apart(task, image_size - object_size + 1)
     if farthest < min_distance:
         how = " nearly in one row or one column (task='orientation')" if task == "orientation" else ""
@@ -284,8 +285,8 @@ def load_relational(
     train_size: int = 4000, test_size: int = 1000, task: str = "same_colour", seed: int = 0
 ) -> tuple[ImageDataset, ImageDataset]:
     """A train and a test set of `make_relational` images, drawn from different seeds."""
-    check_number("train_size", train_size, integer=True, low=1)
-    check_number("test_size", test_size, integer=True, low=1)
+    check_whole(train_size, "train_size")
+    check_whole(test_size, "test_size")
     train = make_relational(train_size, task=task, seed=seed)
     test = make_relational(test_size, task=task, seed=seed + 1_000_003)
     return train, test
@@ -304,7 +305,7 @@ def load_training_set(name: str = "digits", **options) -> tuple[ImageDataset, Im
     """
     names = list(BUNDLED) + list(STANDARD)
     if not isinstance(name, str):
-        raise TypeError(f"name must be a string, one of {names}, got {name!r}")
+        raise WrongTypeError(f"name must be a string, one of {names}, got {describe(name)}")
     if name not in names:
         hint = f" (did you mean {name.lower()!r}?)" if name.lower() in names else ""
         raise ValueError(f"unknown training set {name!r}; expected one of {names}{hint}")
@@ -312,5 +313,5 @@ def load_training_set(name: str = "digits", **options) -> tuple[ImageDataset, Im
     parameters = [p for p in inspect.signature(loader).parameters if p != "name"]
     unknown = [option for option in options if option not in parameters]
     if unknown:
-        raise TypeError(f"load_training_set({name!r}) takes the options {parameters}, got {unknown}")
+        raise WrongTypeError(f"load_training_set({name!r}) takes the options {parameters}, got {unknown}")
     return loader(**options) if name in BUNDLED else loader(name, **options)

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.patches import check_flag, check_positive, check_tensor, check_whole, to_2tuple
+from utils.patches import to_2tuple
+from utils.validation import check_flag, check_positive, check_tensor, check_whole
 
 POS_EMBED_KINDS = ("learned", "sincos", "none")
 

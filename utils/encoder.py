@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from utils.attention import MultiHeadSelfAttention, check_tokens
-from utils.patches import check_flag, check_positive, check_probability, check_whole
+from utils.validation import check_flag, check_positive, check_probability, check_whole
 
 
 def mlp_hidden_dim(dim: int, mlp_ratio: float) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from utils.patches import WrongTypeError
+from utils.validation import WrongTypeError
 
 CLASSES_FILE = Path(__file__).parent / "imagenet_classes.tsv"
 

@@ -7,7 +7,8 @@ Every function takes tensors (a model's attention weights or parameters), never 
 import torch
 
 from utils.embeddings import grid_coordinates
-from utils.patches import check_flag, check_tensor, check_whole, to_2tuple
+from utils.patches import to_2tuple
+from utils.validation import check_flag, check_tensor, check_whole
 
 
 def check_attention(attn: torch.Tensor, name: str = "attn") -> None:

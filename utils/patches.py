@@ -1,111 +1,13 @@
 """Lesson 1: cutting an image into patches, and the patch embedding that turns them into tokens.
 
-It also holds the argument checks that every later module of the library shares (this module is
-the first in the data flow, so all of them may import it): a wrong type, size or dtype raises an
-error that names the argument, what was expected and what came.
+It also holds the checks of image sizes and image batches against a patch size, which the later
+modules share; the generic argument checks live in `utils.validation`.
 """
-
-import math
-import numbers
-import operator
 
 import torch
 from torch import nn
 
-
-class WrongTypeError(TypeError, ValueError):
-    """An argument of the wrong type. Also a ValueError (as NumPy's AxisError is also an
-    IndexError), so that `except ValueError` catches every bad input the library refuses."""
-
-
-def check_whole(value, name: str, minimum: int = 1) -> int:
-    """`value` as a Python int; an error naming `name` unless it is a whole number >= minimum.
-
-    Python, NumPy and one-element torch integers pass; bools, floats (even 4.0) and strings do not.
-    """
-    expected = f"{name} must be a whole number (an int) >= {minimum}"
-    if isinstance(value, bool):
-        raise WrongTypeError(f"{expected}, got the bool {value!r}")
-    try:
-        whole = operator.index(value)
-    except TypeError:
-        hint = f" (use {name}={int(value)})" if isinstance(value, float) and value.is_integer() else ""
-        raise WrongTypeError(f"{expected}, got {value!r} of type {type(value).__name__}{hint}") from None
-    if whole < minimum:
-        raise ValueError(f"{expected}, got {whole}")
-    return whole
-
-
-def _as_real(value, name: str, expected: str) -> float:
-    """`value` as a float, or a WrongTypeError saying `name` must be `expected`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise WrongTypeError(f"{name} must be {expected}, got {value!r} of type {type(value).__name__}")
-    try:
-        return float(value)
-    except OverflowError:  # an int too big for a float
-        return math.inf
-
-
-def check_positive(value, name: str) -> float:
-    """`value` as a float; an error naming `name` unless it is a finite number > 0 (no NaN)."""
-    number = _as_real(value, name, "a finite number > 0")
-    if not 0 < number < math.inf:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return number
-
-
-def check_probability(value, name: str) -> float:
-    """`value` as a float; an error naming `name` unless it is a probability in [0, 1) (no NaN)."""
-    number = _as_real(value, name, "a probability in [0, 1)")
-    if not 0 <= number < 1:
-        raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
-    return number
-
-
-def check_flag(value, name: str) -> bool:
-    """`value` itself; an error naming `name` unless it is True or False (not 'no', not 0)."""
-    if not isinstance(value, bool):
-        raise WrongTypeError(f"{name} must be True or False, got {value!r} of type {type(value).__name__}")
-    return value
-
-
-def check_tensor(value, name: str, shape: str, ndim: int | None = None) -> None:
-    """Raise unless `value` is a torch.Tensor (with `ndim` axes, if given); `shape` describes the
-    expected layout in the message, e.g. "(B, N, D)"."""
-    if not isinstance(value, torch.Tensor):
-        raise WrongTypeError(f"expected {name} as a torch.Tensor shaped {shape}, got {type(value).__name__}")
-    if ndim is not None and value.ndim != ndim:
-        raise ValueError(f"expected {name} shaped {shape}, got a {value.ndim}-D tensor of shape {tuple(value.shape)}")
-
-
-CONVERSIONS = {torch.float32: ".float()", torch.float64: ".double()", torch.float16: ".half()"}
-
-
-def check_dtype(tensor: torch.Tensor, name: str, dtype: torch.dtype | None = None) -> None:
-    """Raise unless `tensor` holds floating-point numbers (of `dtype`, if given: the dtype of the
-    weights it meets; under autocast any floating dtype passes, autocast converts it)."""
-    if tensor.is_floating_point() and (
-        dtype is None or tensor.dtype == dtype or torch.is_autocast_enabled(tensor.device.type)
-    ):
-        return
-    wanted = dtype if dtype is not None else torch.float32
-    convert = CONVERSIONS.get(wanted, f".to({wanted})")
-    why = " (the dtype of the model's weights)" if dtype is not None else ""
-    pixels = (
-        "" if tensor.is_floating_point() or tensor.is_complex() else " (and divide by 255 if they are 0-255 pixels)"
-    )
-    raise ValueError(
-        f"expected {name} of dtype {wanted}{why}, got {tensor.dtype}; convert with `{name}{convert}`{pixels}"
-    )
-
-
-def check_device(tensor: torch.Tensor, name: str, weight: torch.Tensor) -> None:
-    """Raise unless `tensor` sits on the device of the module weight it meets."""
-    if tensor.device != weight.device:
-        raise ValueError(
-            f"{name} are on {tensor.device} but the model is on {weight.device}; "
-            f"move them with `{name}.to({str(weight.device)!r})`"
-        )
+from utils.validation import WrongTypeError, check_device, check_dtype, check_tensor, check_whole, describe
 
 
 def to_2tuple(size, name: str = "size") -> tuple[int, int]:
@@ -116,10 +18,7 @@ def to_2tuple(size, name: str = "size") -> tuple[int, int]:
             raise ValueError(f"{name} must be one side or a pair (H, W), got {size!r} with {len(size)} entries")
         return (check_whole(size[0], f"{name}[0]"), check_whole(size[1], f"{name}[1]"))
     if isinstance(size, str) or not hasattr(size, "__index__"):
-        raise WrongTypeError(
-            f"{name} must be a whole number (one side) or a pair (H, W) of them, got {size!r} of type "
-            f"{type(size).__name__}"
-        )
+        raise WrongTypeError(f"{name} must be a whole number (one side) or a pair (H, W) of them, got {describe(size)}")
     side = check_whole(size, name)
     return (side, side)
 
@@ -132,13 +31,15 @@ def check_image_size(image_size: int | tuple[int, int], patch_size: int) -> tupl
     return height, width
 
 
-def check_images(
+def check_images_fit(
     images: torch.Tensor,
     patch_size: int,
     in_channels: int | None = None,
     image_size: int | tuple[int, int] | None = None,
 ) -> None:
-    """Raise a ValueError that names the mismatch unless `images` is (B, C, H, W) and fits.
+    """Raise a ValueError that names the mismatch unless `images` is a (B, C, H, W) batch that a
+    model (or patchify) can cut: sides that are multiples of patch_size, and the model's channels
+    and image size.
 
     Args:
         images: the batch to check, expected (B, C, H, W).
@@ -146,8 +47,7 @@ def check_images(
         in_channels: the C the model was built for, if it matters.
         image_size: the (H, W) the model was built for, if it matters.
     """
-    if not isinstance(images, torch.Tensor):
-        raise WrongTypeError(f"expected images as a torch.Tensor (B, C, H, W), got {type(images).__name__}")
+    check_tensor(images, "images", "(B, C, H, W)")
     if images.ndim != 4:
         hint = " (add the batch axis: images.unsqueeze(0))" if images.ndim == 3 else ""
         raise ValueError(
@@ -197,7 +97,7 @@ def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
         the patches equals a Conv2d(kernel_size=P, stride=P) whose weight is reshaped (D, C*P*P).
     """
     P = check_whole(patch_size, "patch_size")
-    check_images(images, P)
+    check_images_fit(images, P)
     B, C, H, W = images.shape
     grid = images.reshape(B, C, H // P, P, W // P, P)  # (B, C, rows, P, cols, P)
     grid = grid.permute(0, 2, 4, 1, 3, 5)  # (B, rows, cols, C, P, P)
@@ -264,7 +164,7 @@ class PatchEmbedding(nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """(B, C, H, W) float images (the dtype and device of the weights) -> (B, N, D) patch tokens
         in row-major order."""
-        check_images(images, self.patch_size, self.in_channels, self.image_size)
+        check_images_fit(images, self.patch_size, self.in_channels, self.image_size)
         check_dtype(images, "images", self.proj.weight.dtype)
         check_device(images, "images", self.proj.weight)
         x = self.proj(images)  # (B, D, rows, cols)

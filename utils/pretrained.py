@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from utils.patches import WrongTypeError, check_whole
+from utils.validation import WrongTypeError, check_whole
 from utils.vit import VisionTransformer, ViTConfig
 from utils.weights import VIT_B16_REPO, TensorEntry, read_safetensors, read_safetensors_header, vit_b16_path
 

@@ -19,8 +19,9 @@ from torch import nn
 from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
-from utils.datasets import check_dataset, check_images, check_labels, check_number
+from utils.datasets import check_dataset, check_float_images, check_labels
 from utils.runtime import eval_mode
+from utils.validation import WrongTypeError, check_number, check_positive, check_probability, check_whole
 
 
 @dataclass
@@ -48,25 +49,27 @@ class History:
 ROUNDING = 1e-9  # how far outside [0, 1] warmup_cosine lets progress stray (float rounding)
 
 
-def _check_budget(epochs, time_budget, epochs_name: str = "epochs") -> None:
-    """Raise unless training has an end: epochs (a whole number >= 1), time_budget (seconds > 0), or both."""
+def _check_budget(epochs, time_budget, epochs_name: str = "epochs") -> tuple[int | None, float | None]:
+    """(epochs, time_budget) as an int and a float (or None); an error unless training has an end:
+    epochs (a whole number >= 1), time_budget (seconds > 0), or both."""
     if epochs is None and time_budget is None:
         raise ValueError("give epochs, time_budget (seconds), or both")
     if epochs is not None:
-        check_number(epochs_name, epochs, integer=True, low=1)
+        epochs = check_whole(epochs, epochs_name)
     if time_budget is not None:
-        check_number("time_budget", time_budget, low=0, low_open=True, meaning=" of seconds")
+        time_budget = check_positive(time_budget, "time_budget", meaning=" of seconds")
+    return epochs, time_budget
 
 
 def _check_model(model) -> tuple[torch.device, torch.dtype]:
     """Raise unless `model` is a torch module with parameters; return their device and dtype."""
     if isinstance(model, type) and issubclass(model, nn.Module):
-        raise TypeError(
+        raise WrongTypeError(
             f"model must be a model object, got the class {model.__name__} itself: build one first, "
             f"{model.__name__}(...)"
         )
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch nn.Module (e.g. a VisionTransformer), got {type(model).__name__}")
+        raise WrongTypeError(f"model must be a torch nn.Module (e.g. a VisionTransformer), got {type(model).__name__}")
     weights = next((p for p in model.parameters() if p.is_floating_point()), None)
     if weights is None:
         raise ValueError(f"model ({type(model).__name__}) has no floating-point parameters to train or run")
@@ -96,38 +99,39 @@ def _num_outputs(model: nn.Module, images: torch.Tensor, device: torch.device) -
     return logits.shape[1]
 
 
-def _check_batch_size(batch_size) -> None:
-    check_number("batch_size", batch_size, integer=True, low=1, meaning=" of images per step")
+def _check_batch_size(batch_size) -> int:
+    return check_whole(batch_size, "batch_size", meaning=" of images per step")
 
 
 def _check_warmup(warmup) -> None:
-    check_number(
-        "warmup", warmup, low=0, high=1, high_open=True, meaning=" (the fraction of training spent warming up)"
-    )
+    check_probability(warmup, "warmup", meaning=" (the fraction of training spent warming up)")
 
 
 def _check_label_smoothing(label_smoothing) -> None:
-    check_number("label_smoothing", label_smoothing, low=0, high=1, high_open=True)
+    check_probability(label_smoothing, "label_smoothing")
 
 
-def _check_max_shift(max_shift, images_shape: torch.Size) -> None:
-    """Raise unless max_shift is a whole number of pixels from 0 to less than the images' side."""
-    check_number("max_shift", max_shift, integer=True, low=0, meaning=" of pixels")
+def _check_max_shift(max_shift, images_shape: torch.Size) -> int:
+    """max_shift as an int; an error unless it is a whole number of pixels from 0 to less than the images' side."""
+    max_shift = check_whole(max_shift, "max_shift", minimum=0, meaning=" of pixels")
     H, W = images_shape[-2:]
     if max_shift >= min(H, W):
         raise ValueError(f"max_shift must be smaller than the images ({H} x {W}) or it moves them out, got {max_shift}")
+    return max_shift
 
 
-def _check_snapshots(snapshot_every, model: nn.Module) -> None:
-    """Raise unless snapshot_every is None or a whole number >= 1 of steps, on a model with a position table."""
+def _check_snapshots(snapshot_every, model: nn.Module) -> int | None:
+    """snapshot_every as an int (or None); an error unless it is None or a whole number >= 1 of steps,
+    on a model with a position table."""
     if snapshot_every is None:
-        return
-    check_number("snapshot_every", snapshot_every, integer=True, low=1, meaning=" of steps (None: no snapshots)")
+        return None
+    snapshot_every = check_whole(snapshot_every, "snapshot_every", meaning=" of steps (None: no snapshots)")
     if not isinstance(getattr(model, "pos_embed", None), torch.Tensor):
         raise ValueError(
             f"snapshot_every keeps copies of model.pos_embed, but this {type(model).__name__} has no position "
             "table: leave snapshot_every out"
         )
+    return snapshot_every
 
 
 # ---- training --------------------------------------------------------------------------------
@@ -140,7 +144,7 @@ def warmup_cosine(progress: float, warmup: float = 0.1) -> float:
     further out is refused.
     """
     _check_warmup(warmup)
-    check_number("progress", progress, meaning=" (the fraction of training done)")
+    check_number(progress, "progress", meaning=" (the fraction of training done)")
     if not -ROUNDING <= progress <= 1 + ROUNDING:
         raise ValueError(f"progress must be from 0 to 1 (the fraction of training done), got {progress!r}")
     progress = min(max(progress, 0.0), 1.0)
@@ -157,8 +161,8 @@ def random_shift(images: torch.Tensor, max_shift: int, generator: torch.Generato
     Returns:
         (B, C, H, W), each image shifted on its own.
     """
-    check_images(images, allow_empty=True)
-    _check_max_shift(max_shift, images.shape)
+    check_float_images(images, allow_empty=True)
+    max_shift = _check_max_shift(max_shift, images.shape)
     if max_shift == 0:
         return images
     B, C, H, W = images.shape
@@ -192,7 +196,7 @@ def train_step(
         the batch's mean loss as a float, or (loss, logits) with return_logits=True.
     """
     _, dtype = _check_model(model)
-    check_images(images, dtype=dtype)
+    check_float_images(images, dtype=dtype)
     check_labels(labels)
     if len(labels) != len(images):
         raise ValueError(
@@ -215,7 +219,7 @@ def evaluate(model: nn.Module, dataset: TensorDataset, batch_size: int = 128) ->
     """Mean cross-entropy and accuracy of `model` on `dataset` (eval mode, no gradients)."""
     device, dtype = _check_model(model)
     images, labels = check_dataset(dataset, "dataset", dtype=dtype)
-    _check_batch_size(batch_size)
+    batch_size = _check_batch_size(batch_size)
     total_loss, correct = 0.0, 0
     with eval_mode(model):
         for start in range(0, len(labels), batch_size):
@@ -232,8 +236,8 @@ def evaluate(model: nn.Module, dataset: TensorDataset, batch_size: int = 128) ->
 def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 128) -> torch.Tensor:
     """Predicted class of every image: (N, C, H, W) -> (N,)."""
     device, dtype = _check_model(model)
-    check_images(images, dtype=dtype)
-    _check_batch_size(batch_size)
+    check_float_images(images, dtype=dtype)
+    batch_size = _check_batch_size(batch_size)
     with eval_mode(model):
         predictions = [
             model(images[start : start + batch_size].to(device)).argmax(dim=-1).cpu()
@@ -247,8 +251,7 @@ class TrainingClock:
     the start / time_budget); either limit may be None. Training is over at 1."""
 
     def __init__(self, total_steps: int | None, time_budget: float | None):
-        _check_budget(total_steps, time_budget, "total_steps")
-        self.total_steps, self.time_budget = total_steps, time_budget
+        self.total_steps, self.time_budget = _check_budget(total_steps, time_budget, "total_steps")
         self.steps = 0
         self.start = time.perf_counter()
 
@@ -307,7 +310,7 @@ def shuffled_batches(
     Yields:
         images (b, C, H, W) and labels (b,) on `device`; b = batch_size except perhaps the last.
     """
-    _check_batch_size(batch_size)
+    batch_size = _check_batch_size(batch_size)
     order = torch.randperm(len(labels), generator=generator)  # (N,)
     for batch_start in range(0, len(labels), batch_size):
         index = order[batch_start : batch_start + batch_size]
@@ -412,19 +415,19 @@ def fit(
         ends (0, negative, NaN), something other than a dataset of float images (N, C, H, W) and
         int64 labels, labels the model's outputs cannot name, a setting out of its range.
     """
-    _check_budget(epochs, time_budget)
+    epochs, time_budget = _check_budget(epochs, time_budget)
     device, dtype = _check_model(model)
     images, labels = _check_training_sets(model, train, test, device, dtype)
-    _check_batch_size(batch_size)
-    check_number("lr", lr, low=0, low_open=True, meaning=" (the peak learning rate)")
-    check_number("weight_decay", weight_decay, low=0)
+    batch_size = _check_batch_size(batch_size)
+    check_positive(lr, "lr", meaning=" (the peak learning rate)")
+    check_number(weight_decay, "weight_decay", low=0)
     _check_warmup(warmup)
     _check_label_smoothing(label_smoothing)
-    _check_max_shift(max_shift, images.shape)
-    check_number("seed", seed, integer=True, low=-(2**63), high=2**64 - 1)
-    _check_snapshots(snapshot_every, model)
+    max_shift = _check_max_shift(max_shift, images.shape)
+    seed = check_whole(seed, "seed", minimum=-(2**63), maximum=2**64 - 1)
+    snapshot_every = _check_snapshots(snapshot_every, model)
     if on_epoch is not None and not callable(on_epoch):
-        raise TypeError(f"on_epoch must be a function of the history (or None), got {type(on_epoch).__name__}")
+        raise WrongTypeError(f"on_epoch must be a function of the history (or None), got {type(on_epoch).__name__}")
     steps_per_epoch = math.ceil(len(labels) / batch_size)
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)  # its first build is slow
@@ -489,7 +492,7 @@ def confusion_matrix(predictions: torch.Tensor, labels: torch.Tensor, num_classe
     Args:
         predictions, labels: (N,) int64 class indices from 0 to num_classes - 1.
     """
-    check_number("num_classes", num_classes, integer=True, low=1)
+    num_classes = check_whole(num_classes, "num_classes")
     why = f"num_classes is {num_classes}"
     for name, classes in [("predictions", predictions), ("labels", labels)]:
         if isinstance(classes, torch.Tensor) and classes.ndim == 2 and classes.is_floating_point():
@@ -512,6 +515,6 @@ def budget(seconds: float, quick_epochs: int) -> dict:
     """How long a lesson cell trains, as keyword arguments for `fit`: `seconds` of wall time
     normally; in quick mode a fixed number of epochs instead, so that tests get the same
     result on every machine, fast or slow."""
-    check_number("seconds", seconds, low=0, low_open=True)
-    check_number("quick_epochs", quick_epochs, integer=True, low=1)
+    seconds = check_positive(seconds, "seconds")
+    quick_epochs = check_whole(quick_epochs, "quick_epochs")
     return {"epochs": quick_epochs} if quick_mode() else {"time_budget": seconds}

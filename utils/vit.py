@@ -15,16 +15,8 @@ from utils.embeddings import (
     trunc_normal_,
 )
 from utils.encoder import EncoderBlock, mlp_hidden_dim
-from utils.patches import (
-    PatchEmbedding,
-    WrongTypeError,
-    check_flag,
-    check_image_size,
-    check_positive,
-    check_probability,
-    check_whole,
-    to_2tuple,
-)
+from utils.patches import PatchEmbedding, check_image_size, to_2tuple
+from utils.validation import WrongTypeError, check_flag, check_positive, check_probability, check_whole
 
 POOLS = ("cls", "mean")
 MAX_PARAMETERS = 2_000_000_000  # 8 GB of float32: more than a laptop holds; ViT-H/14 has 0.63 billion

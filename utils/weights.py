@@ -20,7 +20,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from utils.patches import WrongTypeError
+from utils.validation import WrongTypeError
 from utils.vit import VisionTransformer, ViTConfig
 
 # Where downloaded weights are kept; set VIT_WEIGHTS_DIR to keep them elsewhere.

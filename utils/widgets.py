@@ -16,10 +16,11 @@ from IPython.display import display
 
 from utils.embeddings import neighbour_similarity, pos_embed_similarity
 from utils.inspection import attention_rollout, attention_share
-from utils.patches import WrongTypeError, check_positive, check_whole, to_2tuple
+from utils.patches import to_2tuple
 from utils.runtime import eval_mode
+from utils.validation import WrongTypeError, check_positive, check_tensor, check_whole
 from utils.vit import VisionTransformer
-from utils.viz.core import DPI, check_image, check_image_batch, check_names, check_tensor, to_numpy_image
+from utils.viz.core import DPI, check_image, check_image_batch, check_names, to_numpy_image
 from utils.viz.embeddings import check_pos_table
 
 
@@ -90,7 +91,7 @@ class SoftmaxTemperature(widgets.VBox):
     """
 
     def __init__(self, scores: torch.Tensor, scale: float = 1.0, size: float = 4.0):
-        check_tensor(scores, "one row of scores (N,)", 1)
+        check_tensor(scores, "one row of scores (N,)", ndim=1, nonempty=True)
         if not scores.float().isfinite().all():
             raise ValueError(f"expected finite scores, got {scores.tolist()}")
         if not 0.01 <= check_positive(scale, "scale") <= 100:
@@ -332,7 +333,7 @@ def _check_explorer_images(images, expected: tuple[int, int, int]) -> None:
 
 def _check_regions(regions, expected: tuple[int, int, int]) -> None:
     """A ValueError unless `regions` is a bool tensor (B, rows, cols) of this shape."""
-    check_tensor(regions, "regions (B, rows, cols)", 3)
+    check_tensor(regions, "regions (B, rows, cols)", ndim=3, nonempty=True)
     if tuple(regions.shape) != expected:
         raise ValueError(f"expected regions (B, rows, cols) = {expected}, got {tuple(regions.shape)}")
     if regions.dtype != torch.bool:

@@ -93,6 +93,9 @@ def _explain_torch_error(error: Exception) -> str:
     return ""
 
 
+MAX_QUOTED = 300  # characters of the learner's error message quoted in a failure (torch's can fill a screen)
+
+
 def call_learner(
     fn: Callable,
     *args,
@@ -132,7 +135,9 @@ def call_learner(
         return result
     hint = (explain(failure) if explain else None) or _explain_torch_error(failure)
     hint = f" ({hint})" if hint else ""
-    raise CheckFailed(f"your function raised {type(failure).__name__}{case}: {failure}{hint}") from failure
+    text = str(failure)
+    text = text if len(text) <= MAX_QUOTED else text[:MAX_QUOTED] + " ..."
+    raise CheckFailed(f"your function raised {type(failure).__name__}{case}: {text}{hint}") from failure
 
 
 def whole_number(value: Any, what: str, where: str = "") -> int:
@@ -234,8 +239,9 @@ def _dtype_is_fine(got: torch.dtype, expected: torch.dtype, same_dtype: bool) ->
 
 
 def raise_if_not_like(got: Any, expected: torch.Tensor, where: str, name: str = "", same_dtype: bool = False) -> None:
-    """Raise CheckFailed when `got` is not a tensor on expected's device whose dtype can hold the
-    reference's values: an integer, boolean, complex or half-precision tensor for a float reference.
+    """Raise CheckFailed when `got` is not an ordinary (dense, not sparse or nested) tensor on
+    expected's device whose dtype can hold the reference's values: an integer, boolean, complex or
+    half-precision tensor for a float reference.
 
     Args:
         name: what `got` is, e.g. "weights", put in front of the message.
@@ -244,6 +250,12 @@ def raise_if_not_like(got: Any, expected: torch.Tensor, where: str, name: str = 
     label = f"{name}: " if name else ""
     if not isinstance(got, torch.Tensor):
         raise CheckFailed(f"{label}expected a torch.Tensor, got {describe(got)} {where}")
+    if got.is_nested or got.layout != torch.strided:
+        kind = "nested" if got.is_nested else str(got.layout).removeprefix("torch.")
+        raise CheckFailed(
+            f"{label}expected an ordinary (dense) tensor, got a {kind} one {where}: build the result with "
+            "ordinary tensor operations (a sparse tensor becomes dense with .to_dense())"
+        )
     if not _dtype_is_fine(got.dtype, expected.dtype, same_dtype):
         dtype, wanted = (str(t).removeprefix("torch.") for t in (got.dtype, expected.dtype))
         if got.dtype.is_floating_point or got.dtype.is_complex or got.dtype == torch.bool:
@@ -335,6 +347,22 @@ def compare(
         raise CheckFailed(diagnosis)
     label = f"{name}: " if name else ""
     raise CheckFailed(f"{label}{difference} {where}{advice}")
+
+
+def _kind(t: torch.Tensor) -> tuple:
+    """A tensor's layout, device, dtype and shape: what must agree before two tensors are compared."""
+    return t.layout, t.device, t.dtype, tuple(t.shape)
+
+
+def varies_between_calls(again: Callable[[], torch.Tensor], got: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Whether the learner's function, run `again` on the same inputs, gives another result than
+    `got` (a dropout or another random step in it); asked only of a result comparable with `expected`."""
+    if _kind(got) != _kind(expected):
+        return False
+    other = again()
+    return _kind(other) != _kind(got) or not torch.allclose(
+        other.detach(), got.detach(), rtol=0, atol=0, equal_nan=True
+    )
 
 
 def summarize(verdicts: list[str]) -> str:

@@ -7,8 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from utils.checks.core import CheckFailed, call_learner, compare, summarize, whole_number
-from utils.checks.multi_head import varies_between_calls
+from utils.checks.core import CheckFailed, call_learner, compare, summarize, varies_between_calls, whole_number
 from utils.encoder import EncoderBlock
 from utils.patches import to_2tuple
 from utils.vit import VisionTransformer, ViTConfig

@@ -18,6 +18,7 @@ from utils.checks.core import (
     raise_if_known_mistake,
     raise_if_not_like,
     summarize,
+    varies_between_calls,
 )
 
 SPLIT_CASES = [  # (B, N, D, heads): N, heads and head_dim all different, so no mistake hides
@@ -54,22 +55,6 @@ def _call(fn: Callable, *args, where: str, several: str = "") -> torch.Tensor:
     elif isinstance(result, nn.Module):
         came, hint = f"{came} (a layer)", ": call it on a tensor, e.g. proj(out), and return what it gives"
     raise CheckFailed(f"expected a torch.Tensor, got {came} {where}{hint}")
-
-
-def _kind(t: torch.Tensor) -> tuple:
-    """A tensor's layout, device, dtype and shape: what must agree before two tensors are compared."""
-    return t.layout, t.device, t.dtype, tuple(t.shape)
-
-
-def varies_between_calls(again: Callable[[], torch.Tensor], got: torch.Tensor, expected: torch.Tensor) -> bool:
-    """Whether the learner's function, run `again` on the same inputs, gives another result than
-    `got` (a dropout or another random step in it); asked only of a result comparable with `expected`."""
-    if _kind(got) != _kind(expected):
-        return False
-    other = again()
-    return _kind(other) != _kind(got) or not torch.allclose(
-        other.detach(), got.detach(), rtol=0, atol=0, equal_nan=True
-    )
 
 
 def _raise_if_misshapen_mistake(

@@ -4,8 +4,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from utils.patches import check_whole
-from utils.viz.core import DPI, check_names, check_not_empty, check_tensor
+from utils.validation import check_tensor, check_whole
+from utils.viz.core import DPI, check_names, check_not_empty
 
 
 def _check_labels(labels: list[str] | None, N_q: int, N_k: int) -> None:
@@ -46,7 +46,7 @@ def show_attention(
         labels: optional token names, used for both axes.
         annotate: write each weight in its cell (default: when the matrix is at most 10 x 10).
     """
-    check_tensor(weights, "one attention matrix (N_q, N_k)", 2)
+    check_tensor(weights, "one attention matrix (N_q, N_k)", ndim=2, nonempty=True)
     _check_labels(labels, *weights.shape)
     array = weights.detach().cpu().float().numpy()
     annotate = max(array.shape) <= 10 if annotate is None else annotate
@@ -69,7 +69,7 @@ def show_heads(
     Args:
         weights: (heads, N_q, N_k), rows summing to 1.
     """
-    check_tensor(weights, "one matrix per head (heads, N_q, N_k)", 3)
+    check_tensor(weights, "one matrix per head (heads, N_q, N_k)", ndim=3, nonempty=True)
     _check_labels(labels, *weights.shape[1:])
     array = weights.detach().cpu().float().numpy()
     heads = array.shape[0]
@@ -93,7 +93,7 @@ def format_matrix(
         labels: names of the rows (default: their indices).
         columns: names of the columns (default: `labels` when the matrix is square, else indices).
     """
-    check_tensor(matrix, "a matrix (rows, cols)", 2)
+    check_tensor(matrix, "a matrix (rows, cols)", ndim=2, nonempty=True)
     check_whole(decimals, "decimals", minimum=0)
     rows, cols = matrix.shape
     row_labels = labels if labels is not None else [str(i) for i in range(rows)]
@@ -124,7 +124,7 @@ def show_weight_rows(
         rows: panel title -> (N_k,) weights of one query (summing to 1).
     """
     for name, weights in check_not_empty(rows, "row of weights").items():
-        check_tensor(weights, f"one query's weights (N_k,) for {name!r}", 1)
+        check_tensor(weights, f"one query's weights (N_k,) for {name!r}", ndim=1, nonempty=True)
     fig, axes = plt.subplots(1, len(rows), figsize=(size * len(rows), size * 0.8), dpi=DPI, squeeze=False, sharey=True)
     for ax, (name, weights) in zip(axes[0], rows.items()):
         values = weights.detach().cpu().double().numpy()

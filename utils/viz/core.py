@@ -1,41 +1,19 @@
 """What every plot of the course shares: figure resolution, tensor-to-picture conversion, and the
-checks of what a plot is given.
+checks of what only a plot is given (names, panels, pictures).
 
 Every plotting function takes tensors (never notebook globals) and returns its matplotlib Figure.
 Call it before a cell's prints, not as the cell's last line (IPython would draw it twice).
 A plot given the wrong thing raises a ValueError (a TypeError for no tensor at all) that says
-what it expected and what came, before it draws anything.
+what it expected and what came, before it draws anything; a plotted tensor is checked with
+`utils.validation.check_tensor(..., ndim=..., nonempty=True)`: nothing empty can be drawn.
 """
 
 import numpy as np
 import torch
 
-from utils.patches import WrongTypeError
+from utils.validation import WrongTypeError, check_tensor
 
 DPI = 80  # small figures keep the committed notebooks small
-
-
-def check_tensor(value, what: str, ndim: int) -> torch.Tensor:
-    """`value` if it is a tensor with `ndim` axes, none of them empty.
-
-    Args:
-        what: how the message names it, with its shape in letters: "distances (depth, heads)".
-    Raises:
-        WrongTypeError (a TypeError and a ValueError) if it is no tensor; ValueError "expected
-        {what}, got {shape}" otherwise.
-    """
-    if not isinstance(value, torch.Tensor):
-        hint = ""
-        if isinstance(value, np.ndarray):
-            hint = ": convert it with torch.from_numpy(...)"
-        elif isinstance(value, (list, tuple)):
-            hint = ": convert it with torch.tensor(...)"
-        raise WrongTypeError(f"expected {what} as a torch.Tensor, got a {type(value).__name__}{hint}")
-    if value.ndim != ndim:
-        raise ValueError(f"expected {what}, got {tuple(value.shape)}")
-    if value.numel() == 0:
-        raise ValueError(f"expected {what} with something on every axis, got an empty {tuple(value.shape)}")
-    return value
 
 
 def check_names(names, count: int, what: str) -> list[str]:
@@ -63,7 +41,7 @@ def check_image(image, what: str = "one image shaped (C, H, W)") -> torch.Tensor
         raise ValueError(f"expected {what}, got {tuple(image.shape)}: a batch; pick one image, images[0]")
     if isinstance(image, torch.Tensor) and image.ndim == 2:
         raise ValueError(f"expected {what}, got {tuple(image.shape)}: add the channel axis, image[None]")
-    C, H, W = check_tensor(image, what, 3).shape
+    C, H, W = check_tensor(image, what, ndim=3, nonempty=True).shape
     if C not in (1, 3):
         hint = ": its channels are last; use image.permute(2, 0, 1)" if W in (1, 3) else ""
         raise ValueError(f"expected {what} with C = 1 (grey) or 3 (RGB), got {tuple(image.shape)}{hint}")
@@ -74,7 +52,7 @@ def check_image_batch(images, what: str = "images (B, C, H, W)") -> torch.Tensor
     """`images` if it is a batch of at least one (C, H, W) picture, as check_image wants them."""
     if isinstance(images, torch.Tensor) and images.ndim == 3:
         raise ValueError(f"expected {what}, got {tuple(images.shape)}: one image; add the batch axis, images[None]")
-    B, C, H, W = check_tensor(images, what, 4).shape
+    B, C, H, W = check_tensor(images, what, ndim=4, nonempty=True).shape
     if C not in (1, 3):
         hint = ": the channels are last; use images.permute(0, 3, 1, 2)" if W in (1, 3) else ""
         raise ValueError(f"expected {what} with C = 1 (grey) or 3 (RGB), got {tuple(images.shape)}{hint}")

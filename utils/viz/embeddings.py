@@ -6,8 +6,9 @@ import numpy as np
 import torch
 
 from utils.embeddings import neighbour_similarity, pos_embed_similarity
-from utils.patches import WrongTypeError, check_whole, to_2tuple
-from utils.viz.core import DPI, check_names, check_not_empty, check_tensor, to_numpy_image
+from utils.patches import to_2tuple
+from utils.validation import WrongTypeError, check_tensor, check_whole
+from utils.viz.core import DPI, check_names, check_not_empty, to_numpy_image
 
 
 def check_pos_table(table, grid_size: int | tuple[int, int], num_prefix_tokens: int, name) -> torch.Tensor:
@@ -57,7 +58,7 @@ def show_pos_similarity(
     rows, cols = to_2tuple(grid_size, "grid_size")
     check_whole(panels, "panels")
     for name, similarity in check_not_empty(similarities, "similarity matrix (N, N)").items():
-        check_tensor(similarity, f"similarity {name!r} (N, N)", 2)
+        check_tensor(similarity, f"similarity {name!r} (N, N)", ndim=2, nonempty=True)
     tile_rows, tile_cols = _chosen_positions(rows, panels), _chosen_positions(cols, panels)
     fig = plt.figure(figsize=(size * len(similarities), size * 1.1), dpi=DPI)
     subfigures = np.atleast_1d(fig.subfigures(1, len(similarities), wspace=0.05))
@@ -90,7 +91,8 @@ def show_token_scales(vectors: dict[str, torch.Tensor], size: float = 6.0) -> pl
         vectors: {name: (..., D)}: patch tokens, position tables, ...; one norm per D-wide row.
     """
     for name, t in check_not_empty(vectors, "set of vectors (..., D)").items():
-        check_tensor(t, f"vectors {name!r} (..., D)", t.ndim if isinstance(t, torch.Tensor) and t.ndim else 1)
+        at_least_one_axis = max(getattr(t, "ndim", 1), 1)  # (..., D): any number of axes, at least one
+        check_tensor(t, f"vectors {name!r} (..., D)", ndim=at_least_one_axis, nonempty=True)
     norms = {
         name: t.detach().cpu().float().reshape(-1, t.shape[-1]).norm(dim=-1).numpy()  # one per row
         for name, t in vectors.items()
@@ -119,7 +121,7 @@ def show_pos_table(pos_embed: torch.Tensor, num_prefix_tokens: int = 1, size: fl
     check_whole(num_prefix_tokens, "num_prefix_tokens", minimum=0)
     if isinstance(pos_embed, torch.Tensor) and pos_embed.ndim == 2:
         pos_embed = pos_embed[None]  # (1, prefix + N, D)
-    check_tensor(pos_embed, "pos_embed (1, prefix + N, D)", 3)
+    check_tensor(pos_embed, "pos_embed (1, prefix + N, D)", ndim=3, nonempty=True)
     if pos_embed.shape[0] != 1 or pos_embed.shape[1] <= num_prefix_tokens:
         raise ValueError(
             f"expected pos_embed (1, prefix + N, D): one table with N >= 1 positions after its "

@@ -6,7 +6,8 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from utils.viz.core import DPI, check_names, check_not_empty, check_tensor
+from utils.validation import check_tensor
+from utils.viz.core import DPI, check_names, check_not_empty
 
 NORM_COLORS = {"pre-norm": "tab:blue", "post-norm": "tab:orange"}
 
@@ -20,9 +21,9 @@ def plot_activations(
         x: (K,) input values.
         curves: name -> (K,) outputs, one line each.
     """
-    xs = check_tensor(x, "input values x (K,)", 1).detach().cpu().float().numpy()
+    xs = check_tensor(x, "input values x (K,)", ndim=1, nonempty=True).detach().cpu().float().numpy()
     for name, y in check_not_empty(curves, "curve (K,)").items():
-        check_tensor(y, f"curve {name!r} (K,)", 1)
+        check_tensor(y, f"curve {name!r} (K,)", ndim=1, nonempty=True)
         if y.shape != x.shape:
             raise ValueError(f"curve {name!r} has shape {tuple(y.shape)}, the inputs {tuple(x.shape)}")
     fig, ax = plt.subplots(figsize=(size * 1.2, size), dpi=DPI)
@@ -50,9 +51,9 @@ def plot_norm_placement(
             random initialisation (drawn as one thin line each, on a log scale).
     """
     for name, std in check_not_empty(stream_std, "stream std (depth,)").items():
-        check_tensor(std, f"stream_std[{name!r}] (depth,)", 1)
+        check_tensor(std, f"stream_std[{name!r}] (depth,)", ndim=1, nonempty=True)
     for name, norms in check_not_empty(grad_norms, "gradient norms (seeds, depth)").items():
-        check_tensor(norms, f"grad_norms[{name!r}] shaped (seeds, depth)", 2)
+        check_tensor(norms, f"grad_norms[{name!r}] shaped (seeds, depth)", ndim=2, nonempty=True)
     fig, (left, right) = plt.subplots(1, 2, figsize=(size * 2.4, size), dpi=DPI)
     for name, std in stream_std.items():
         blocks = np.arange(1, len(std) + 1)
@@ -100,7 +101,7 @@ def show_receptive_fields(
         titles: one title per panel.
         source: (row, col) of the output patch whose view is drawn (marked with a star).
     """
-    check_tensor(masks, "boolean masks shaped (panels, rows, cols)", 3)
+    check_tensor(masks, "boolean masks shaped (panels, rows, cols)", ndim=3, nonempty=True)
     if masks.dtype != torch.bool:
         raise ValueError(f"expected boolean masks shaped (panels, rows, cols), got {masks.dtype} {tuple(masks.shape)}")
     check_names(titles, masks.shape[0], "titles, one per mask")

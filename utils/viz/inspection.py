@@ -8,8 +8,8 @@ import torch
 from matplotlib.collections import LineCollection
 
 from utils.inspection import attention_share
-from utils.patches import WrongTypeError, check_whole
-from utils.viz.core import DPI, check_image_batch, check_names, check_tensor, to_numpy_image
+from utils.validation import WrongTypeError, check_tensor, check_whole
+from utils.viz.core import DPI, check_image_batch, check_names, to_numpy_image
 
 
 def _region_outline(region: np.ndarray, patch_height: float, patch_width: float) -> list[list[tuple[float, float]]]:
@@ -66,11 +66,11 @@ def show_attention_maps(
         if not isinstance(values, torch.Tensor) or values.ndim != 3 or values.shape[0] != B:
             got = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
             raise ValueError(f"expected maps (B, rows, cols) with B = {B} for {name!r}, got {got}")
-        check_tensor(values, f"maps {name!r} (B, rows, cols)", 3)
+        check_tensor(values, f"maps {name!r} (B, rows, cols)", ndim=3, nonempty=True)
     if titles is not None:
         check_names(titles, B, "titles, one per image")
     if regions is not None:
-        check_tensor(regions, "regions (B, rows, cols)", 3)
+        check_tensor(regions, "regions (B, rows, cols)", ndim=3, nonempty=True)
         if regions.dtype != torch.bool:
             raise ValueError(f"expected regions of bools (True: inside), got {regions.dtype}: use .bool() or > 0.5")
         for name, values in named.items():
@@ -134,7 +134,7 @@ def show_attention_distance(
             neighbouring patches.
         uniform: if given, a dashed line at the distance uniform attention would give.
     """
-    check_tensor(distances, "distances (depth, heads)", 2)
+    check_tensor(distances, "distances (depth, heads)", ndim=2, nonempty=True)
     values = distances.detach().cpu().double().numpy()  # (depth, heads)
     depth, heads = values.shape
     layers = np.arange(1, depth + 1)  # layer 1 is the first block
@@ -164,7 +164,7 @@ def _percent(x: float) -> str:
 
 def normalise_component(component: torch.Tensor) -> torch.Tensor:
     """(C, P, P) -> the same, stretched to [0, 1] for display (a constant becomes 0.5 grey)."""
-    check_tensor(component, "one component (C, P, P)", 3)
+    check_tensor(component, "one component (C, P, P)", ndim=3, nonempty=True)
     low, high = component.min(), component.max()
     if high - low < 1e-12:
         return torch.full_like(component, 0.5)
@@ -184,12 +184,12 @@ def show_filter_components(
         share: (count,) share of the variance of each component.
         columns: pictures per row.
     """
-    check_tensor(components, "components (count, C, P, P) with C = 1 or 3", 4)
+    check_tensor(components, "components (count, C, P, P) with C = 1 or 3", ndim=4, nonempty=True)
     if components.shape[1] not in (1, 3):
         raise ValueError(f"expected components (count, C, P, P) with C = 1 or 3, got {tuple(components.shape)}")
     check_whole(columns, "columns")
     count = components.shape[0]
-    if tuple(check_tensor(share, f"one share per component ({count},)", 1).shape) != (count,):
+    if tuple(check_tensor(share, f"one share per component ({count},)", ndim=1, nonempty=True).shape) != (count,):
         raise ValueError(f"expected one share per component ({count},), got {tuple(share.shape)}")
     components = components.detach().cpu().float()
     columns = min(columns, count)

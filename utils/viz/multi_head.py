@@ -7,8 +7,8 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.patches import FancyBboxPatch
 
-from utils.patches import check_whole
-from utils.viz.core import DPI, check_names, check_tensor
+from utils.validation import check_tensor, check_whole
+from utils.viz.core import DPI, check_names
 
 TOKEN_MAJOR, HEAD_MAJOR, WEIGHTS = "#cfe2f3", "#fce5cd", "#d9ead3"  # box colours by layout
 
@@ -112,7 +112,7 @@ def show_head_split(
         labels: optional token names (rows).
         feature_names: optional feature names (columns).
     """
-    N, D = check_tensor(x, "one sequence of tokens (N, D)", 2).shape
+    N, D = check_tensor(x, "one sequence of tokens (N, D)", ndim=2, nonempty=True).shape
     check_whole(num_heads, "num_heads")
     if labels is not None:
         check_names(labels, N, "token labels, one per row")

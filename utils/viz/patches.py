@@ -5,8 +5,9 @@ import numpy as np
 import torch
 from matplotlib import patheffects
 
-from utils.patches import check_image_size, check_whole, patchify, to_2tuple
-from utils.viz.core import DPI, check_image, check_tensor, to_numpy_image
+from utils.patches import check_image_size, patchify, to_2tuple
+from utils.validation import check_tensor, check_whole
+from utils.viz.core import DPI, check_image, to_numpy_image
 
 
 def _check_patch_size(image: torch.Tensor, patch_size: int) -> None:
@@ -102,7 +103,7 @@ def show_token_sequence(patches: torch.Tensor, patch_size: int, count: int = 16,
     Args:
         patches: (N, C*P*P) one image's patches from `patchify`.
     """
-    N, CPP = check_tensor(patches, "one image's patches shaped (N, C*P*P)", 2).shape
+    N, CPP = check_tensor(patches, "one image's patches shaped (N, C*P*P)", ndim=2, nonempty=True).shape
     P = check_whole(patch_size, "patch_size")
     check_whole(count, "count")
     C = CPP // (P * P)

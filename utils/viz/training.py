@@ -6,8 +6,8 @@ import matplotlib.pyplot as plt
 import torch
 from torch.utils.data import TensorDataset
 
-from utils.patches import check_whole
-from utils.viz.core import DPI, check_image_batch, check_names, check_tensor, to_numpy_image
+from utils.validation import check_tensor, check_whole
+from utils.viz.core import DPI, check_image_batch, check_names, to_numpy_image
 
 
 def _check_class_indices(labels: torch.Tensor, classes: list[str], what: str) -> None:
@@ -95,7 +95,7 @@ class LivePlot:
 
 def show_confusion(matrix: torch.Tensor, classes: list[str], size: float = 4.0) -> plt.Figure:
     """A confusion matrix (row = true class, column = predicted), each cell's count written in."""
-    check_tensor(matrix, "a confusion matrix (classes, classes)", 2)
+    check_tensor(matrix, "a confusion matrix (classes, classes)", ndim=2, nonempty=True)
     if matrix.shape[0] != matrix.shape[1]:
         raise ValueError(f"expected a square confusion matrix (classes, classes), got {tuple(matrix.shape)}")
     classes = check_names(classes, matrix.shape[0], "class names, one per row of the matrix")
@@ -128,7 +128,7 @@ def show_mistakes(
     """The first `count` misclassified images, titled "true -> predicted"."""
     B = len(check_image_batch(images))
     for tensor, what in [(labels, "labels (B,)"), (predictions, "predictions (B,)")]:
-        if tuple(check_tensor(tensor, what, 1).shape) != (B,):
+        if tuple(check_tensor(tensor, what, ndim=1, nonempty=True).shape) != (B,):
             raise ValueError(f"expected {what} with B = {B}, one per image, got {tuple(tensor.shape)}")
         _check_class_indices(tensor, classes, what.split()[0])
     check_whole(count, "count")
