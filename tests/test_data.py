@@ -291,3 +291,30 @@ def test_load_training_set_explains_names_and_options():
 
 def test_shape_mask_refuses_an_empty_object():
     refused(lambda: shape_mask("disc", 0), ValueError, r"size must be a whole number, at least 1, got 0")
+
+
+# ---- a validation part of a bundled set ------------------------------------------------------------
+
+from utils.data import COLOURS, split_validation  # noqa: E402
+
+
+def test_the_relational_set_splits_with_its_object_masks_aligned():
+    data = make_relational(120, task="same_colour", seed=2)
+    train, val = split_validation(data, fraction=0.25, seed=0)
+    assert len(train) == 90 and len(val) == 30 and val.labels.bincount().tolist() == [15, 15]
+    assert train.classes == val.classes == ["different colours", "same colour"]
+    palette = torch.tensor(list(COLOURS.values()))  # (4, 3)
+    for part in (train, val):
+        assert part.object_masks.shape == (len(part), 32, 32) and part.object_masks.dtype == torch.bool
+        for image, mask, label in zip(part.images, part.object_masks, part.labels):
+            pixels = image[:, mask].T  # (pixels, 3): every masked pixel is one of the objects' colours
+            assert torch.isclose(pixels[:, None], palette[None]).all(-1).any(-1).all()
+            assert (len(pixels.unique(dim=0)) == 1) == bool(label)
+            assert not torch.isclose(image[:, ~mask].T[:, None], palette[None]).all(-1).any()  # the rest is noise
+
+
+def test_digits_split_into_train_and_validation_keep_every_digit():
+    train, _ = load_digits()
+    fit_on, val = split_validation(train)  # 0.2 of each digit
+    assert len(fit_on) + len(val) == 1347 and abs(len(val) - 0.2 * 1347) <= 5
+    assert (val.labels.bincount() - 0.2 * train.labels.bincount()).abs().max() <= 0.5

@@ -31,6 +31,12 @@ def test_every_recipe_is_shipped():
     assert sorted(RECIPES) == shipped_models()
 
 
+def test_the_recipes_decay_every_parameter_as_when_the_shipped_files_were_trained():
+    """Without it fit keeps biases, norms and positions out of the decay, and a rerun would not
+    give the shipped weights (tests/test_training.py checks that it is fit's old loop)."""
+    assert all(fit_options.get("decay_everything") is True for _, _, fit_options in RECIPES.values())
+
+
 @pytest.fixture
 def quick_recipe(monkeypatch):
     """A one-epoch recipe on the digits, "quick", in place of the real ones."""

@@ -21,6 +21,7 @@ from utils.training import (
     confusion_matrix,
     evaluate,
     fit,
+    parameter_groups,
     predict,
     quick_mode,
     random_shift,
@@ -75,7 +76,7 @@ def test_fit_learns_and_records_history():
     history = fit(model, train, test, epochs=12, batch_size=32, lr=1e-3, progress=False)
     assert isinstance(history, History)
     assert history.epoch == list(range(1, 13)) and history.step[-1] == 12 * 8
-    assert history.final_test_accuracy > 0.95 > before
+    assert history.final_val_accuracy > 0.95 > before
     assert history.train_loss[-1] < history.train_loss[0]
     assert history.lr[-1] < 1e-6  # the cosine ended at 0
     assert not model.training  # fit leaves the model in eval mode
@@ -134,31 +135,47 @@ def test_train_step_can_return_the_logits():
     assert math.isclose(loss, F.cross_entropy(before, data.labels).item(), rel_tol=1e-6)
 
 
+def timm_groups(model, weight_decay):
+    """timm's rule (param_groups_weight_decay), written out: no decay for ndim <= 1, biases and
+    the names the model's no_weight_decay() gives."""
+    skip = model.no_weight_decay() if hasattr(model, "no_weight_decay") else set()
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        exempt = parameter.ndim <= 1 or name.endswith(".bias") or name in skip
+        (no_decay if exempt else decay).append(parameter)
+    return [{"params": no_decay, "weight_decay": 0.0}, {"params": decay, "weight_decay": weight_decay}]
+
+
 def reference_fit(
     model,
     train,
-    test,
+    val,
     *,
-    epochs,
+    epochs=None,
+    steps=None,
     batch_size,
     lr,
     weight_decay=0.05,
+    decay_everything=False,
     warmup=0.1,
     label_smoothing=0.0,
     max_shift=0,
     seed=0,
 ):
-    """fit's loop as it was written in one piece before it was split into helpers (epochs only)."""
+    """fit's loop as it was written in one piece before it was split into helpers (epochs or steps)."""
     images, labels = train.tensors
-    total_steps = epochs * math.ceil(len(labels) / batch_size)
+    total_steps = steps or epochs * math.ceil(len(labels) / batch_size)
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    groups = model.parameters() if decay_everything else timm_groups(model, weight_decay)
+    optimizer = torch.optim.AdamW(groups, lr=lr, weight_decay=weight_decay)
     history, step = History(), 0
     model.train()
-    for _ in range(epochs):
+    while step < total_steps:
         order = torch.randperm(len(labels), generator=generator)
         seen, loss_sum, correct = 0, 0.0, 0
         for batch_start in range(0, len(labels), batch_size):
+            if step == total_steps:
+                break
             index = order[batch_start : batch_start + batch_size]
             x, y = random_shift(images[index], max_shift, generator), labels[index]
             for group in optimizer.param_groups:
@@ -175,23 +192,28 @@ def reference_fit(
         history.lr.append(optimizer.param_groups[0]["lr"])
         history.train_loss.append(loss_sum / seen)
         history.train_accuracy.append(correct / seen)
-        test_loss, test_accuracy = evaluate(model, test)
-        history.test_loss.append(test_loss)
-        history.test_accuracy.append(test_accuracy)
+        val_loss, val_accuracy = evaluate(model, val)
+        history.val_loss.append(val_loss)
+        history.val_accuracy.append(val_accuracy)
     return history
 
 
-def test_fit_gives_the_numbers_of_the_one_piece_loop():
-    train, test = toy_set(96, 0), toy_set(40, 1)
-    options = dict(epochs=3, batch_size=32, lr=2e-3, label_smoothing=0.1, max_shift=1, seed=3)
+@pytest.mark.parametrize(
+    "length, steps",
+    [(dict(epochs=3), [3, 6, 9]), (dict(steps=7), [3, 6, 7])],  # 96 images in batches of 32: 3 steps an epoch
+)
+@pytest.mark.parametrize("decay_everything", [False, True])  # True: fit before the parameter groups
+def test_fit_gives_the_numbers_of_the_one_piece_loop(length, steps, decay_everything):
+    train, val = toy_set(96, 0), toy_set(40, 1)
+    options = dict(batch_size=32, lr=2e-3, weight_decay=0.3, label_smoothing=0.1, max_shift=1, seed=3, **length)
     set_seed(0)
     model, reference = tiny_model(), tiny_model()
     reference.load_state_dict(model.state_dict())
-    history = fit(model, train, test, progress=False, **options)
-    expected = reference_fit(reference, train, test, **options)
-    for key in ("step", "lr", "train_loss", "train_accuracy", "test_loss", "test_accuracy"):
+    history = fit(model, train, val, progress=False, decay_everything=decay_everything, **options)
+    expected = reference_fit(reference, train, val, decay_everything=decay_everything, **options)
+    for key in ("step", "lr", "train_loss", "train_accuracy", "val_loss", "val_accuracy"):
         assert getattr(history, key) == getattr(expected, key), key
-    assert history.step == [3, 6, 9] and history.epoch == [1, 2, 3]
+    assert history.step == steps and history.epoch == [1, 2, 3]
     for ours, theirs in zip(model.parameters(), reference.parameters()):
         assert torch.equal(ours, theirs)
 
@@ -200,12 +222,14 @@ def test_fit_reports_progress(capsys):
     set_seed(0)
     fit(tiny_model(), toy_set(64, 0), toy_set(16, 1), epochs=2, batch_size=32, progress=True)
     bar = capsys.readouterr().err
-    assert "4/4" in bar and "step" in bar and "test_acc=" in bar
+    assert "4/4" in bar and "step" in bar and "val_acc=" in bar
 
 
 def test_fit_needs_a_length():
-    with pytest.raises(ValueError, match="epochs, time_budget"):
+    with pytest.raises(ValueError, match=r"give fit a length: epochs .* or steps .* time_budget"):
         fit(tiny_model(), toy_set(8), progress=False)
+    with pytest.raises(ValueError, match=r"give epochs or steps, not both: got epochs=2 \(int\) and steps=5"):
+        fit(tiny_model(), toy_set(8), epochs=2, steps=5, progress=False)
     with pytest.raises(ValueError, match="at least 1"):
         fit(tiny_model(), toy_set(8), epochs=0, progress=False)
 
@@ -243,6 +267,245 @@ def test_budget_follows_quick_mode(monkeypatch):
     monkeypatch.delenv("CI")
     monkeypatch.setenv("VIT_QUICK", "1")
     assert budget(60, 5) == {"epochs": 5}
+
+
+# ---- budgets in steps --------------------------------------------------------------------------
+
+
+def test_fit_trains_for_exactly_the_steps_asked_the_last_epoch_cut_short():
+    set_seed(0)
+    history = fit(tiny_model(), toy_set(128, 0), toy_set(16, 1), steps=10, batch_size=32, warmup=0.5, progress=False)
+    assert history.step == [4, 8, 10] and history.epoch == [1, 2, 3]  # 4 steps an epoch, the third cut at 2
+    assert len(history.val_accuracy) == len(history.seconds) == 3 and history.done
+    assert history.lr[-1] == 1e-3 * warmup_cosine(9 / 10, 0.5)  # the schedule's progress: steps done / total steps
+    assert history.steps_per_second == history.step[-1] / history.seconds[-1] > 0
+
+
+def test_steps_and_epochs_give_the_same_weights_when_they_agree():
+    """3 epochs of 4 steps are 12 steps: same schedule, same batches, same weights (on the CPU)."""
+    results = []
+    for length in (dict(epochs=3), dict(steps=12), dict(steps=12)):
+        set_seed(0)
+        model = tiny_model()
+        fit(model, toy_set(128, 0), batch_size=32, max_shift=1, seed=5, progress=False, **length)
+        results.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.equal(results[0], results[1]) and torch.equal(results[1], results[2])
+
+
+def test_a_time_budget_on_top_of_steps_ends_whichever_comes_first():
+    history = fit(tiny_model(), toy_set(64), steps=3, time_budget=600, batch_size=32, progress=False)
+    assert history.step == [2, 3]
+    history = fit(tiny_model(), toy_set(64), steps=10**9, time_budget=1e-9, progress=False)
+    assert history.step == [1]  # the time ran out at once: one step, then the end
+
+
+def test_history_without_epochs_has_no_rate_and_names_the_renamed_fields():
+    history = History()
+    assert math.isnan(history.steps_per_second) and math.isnan(history.final_val_accuracy)
+    for old, new in [("final_test_accuracy", "final_val_accuracy"), ("test_accuracy", "val_accuracy")]:
+        with pytest.raises(AttributeError, match=rf"History.{old} is now History.{new}: .*evaluate\(model, test\)"):
+            getattr(history, old)
+    assert not hasattr(history, "test_loss")
+    with pytest.raises(AttributeError, match="no attribute 'acuracy'"):
+        history.acuracy  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "steps, time_budget, error, match",
+    [
+        (0, None, ValueError, r"steps must be a whole number of optimiser steps, at least 1, got 0"),
+        (-1, None, ValueError, r"steps .* at least 1, got -1"),
+        (0, 5, ValueError, r"steps .* at least 1, got 0"),
+        (5, 0, ValueError, r"time_budget .* greater than 0, got 0"),
+        (2.5, None, TypeError, r"steps must be a whole number of optimiser steps, at least 1, got 2.5"),
+        (100.0, None, TypeError, r"got 100.0 \(float\): use steps=100"),
+        (float("nan"), None, TypeError, r"steps .* got nan"),
+        (True, None, TypeError, r"steps .* got True"),
+        ("3", None, TypeError, r"steps .* got '3'"),
+        (torch.tensor(3.0), None, TypeError, r"steps .* got a tensor"),
+    ],
+)
+def test_fit_refuses_steps_that_are_no_length(steps, time_budget, error, match):
+    refused(lambda: fit(tiny_model(), toy_set(8), steps=steps, time_budget=time_budget, progress=False), error, match)
+
+
+# ---- parameter groups: timm's convention --------------------------------------------------------
+
+
+def group_names(groups) -> list[tuple[float, set[str]]]:
+    return sorted((group["weight_decay"], frozenset(group["param_names"])) for group in groups)
+
+
+def timm_group_names(model, weight_decay) -> list[tuple[float, set[str]]]:
+    names = {id(p): name for name, p in model.named_parameters()}
+    groups = [
+        {"weight_decay": group["weight_decay"], "param_names": [names[id(p)] for p in group["params"]]}
+        for group in timm_groups(model, weight_decay)
+    ]
+    return group_names(groups)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        VisionTransformer(ViTConfig.tiny(depth=2)),
+        VisionTransformer(ViTConfig.tiny(depth=1, pool="mean", pos_embed="sincos")),  # no cls_token, a fixed table
+        nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(144, 2), nn.LayerNorm(2)),
+    ],
+    ids=["vit", "vit-mean-sincos", "sequential"],
+)
+def test_parameter_groups_follow_timms_rule(model):
+    groups = parameter_groups(model, 0.05)
+    assert group_names(groups) == timm_group_names(model, 0.05)
+    assert all(group["lr_multiplier"] == 1.0 for group in groups)
+    grouped = [p for group in groups for p in group["params"]]
+    assert len(grouped) == len(list(model.parameters())) == len({id(p) for p in grouped})  # each once
+    for group in groups:
+        params = dict(model.named_parameters())
+        assert all(params[name] is p for name, p in zip(group["param_names"], group["params"]))
+
+
+def test_the_vit_keeps_its_positions_and_class_token_out_of_the_decay():
+    model = tiny_model()
+    no_decay = next(g for g in parameter_groups(model, 0.05) if g["weight_decay"] == 0.0)["param_names"]
+    assert {"pos_embed", "cls_token", "norm.weight", "head.bias", "blocks.0.attn.qkv.bias"} <= set(no_decay)
+    assert "head.weight" not in no_decay and "blocks.0.attn.qkv.weight" not in no_decay
+
+
+def test_decay_everything_is_one_group_of_every_parameter():
+    model = tiny_model()
+    (group,) = parameter_groups(model, 0.1, decay_everything=True)
+    assert group["params"] == list(model.parameters()) and group["weight_decay"] == 0.1
+
+
+def test_lr_multipliers_cover_names_and_starts_of_names_the_longest_winning():
+    model = nn.Sequential(*[nn.Linear(2, 2) for _ in range(11)])  # names 0.weight ... 10.bias
+    groups = parameter_groups(model, 0.05, {"1": 0.5, "0.weight": 0.0, "10.": 2.0})
+    multiplier = {name: g["lr_multiplier"] for g in groups for name in g["param_names"]}
+    assert multiplier["1.weight"] == multiplier["1.bias"] == 0.5  # "1" is not the start of "10"
+    assert multiplier["10.weight"] == multiplier["10.bias"] == 2.0
+    assert multiplier["0.weight"] == 0.0 and multiplier["0.bias"] == 1.0 and multiplier["5.weight"] == 1.0
+    vit = tiny_model()
+    groups = parameter_groups(vit, 0.05, {"blocks": 0.5, "blocks.0.attn": 0.1})
+    multiplier = {name: g["lr_multiplier"] for g in groups for name in g["param_names"]}
+    assert multiplier["blocks.0.attn.qkv.weight"] == 0.1 and multiplier["blocks.0.mlp.fc1.weight"] == 0.5
+    assert multiplier["head.weight"] == 1.0
+    groups = parameter_groups(vit, 0.05, {"blocks.0.": 0.5, "head.weight.": 0.1})  # a dot at the end changes nothing
+    multiplier = {name: g["lr_multiplier"] for g in groups for name in g["param_names"]}
+    assert multiplier["blocks.0.norm1.weight"] == 0.5 and multiplier["head.weight"] == 0.1
+
+
+def test_frozen_parameters_are_left_out():
+    model = tiny_model()
+    model.patch_embed.requires_grad_(False)
+    names = {name for group in parameter_groups(model, 0.05) for name in group["param_names"]}
+    assert "patch_embed.proj.weight" not in names and "pos_embed" in names
+    model.requires_grad_(False)
+    refused(lambda: parameter_groups(model, 0.05), ValueError, r"no parameters to train: all have requires_grad")
+
+
+def test_the_lr_multiplier_reaches_the_optimiser():
+    model, data = tiny_model(), toy_set(8)
+    optimizer = torch.optim.AdamW(parameter_groups(model, 0.05, {"pos_embed": 0.1, "head": 3.0}), lr=1.0)
+    clock = TrainingClock(4, None)
+    clock.steps = 2  # half-way
+    train_epoch(model, optimizer, [(data.images, data.labels)], clock, lr=2e-3, warmup=0.25)
+    factor = warmup_cosine(0.5, 0.25)
+    lrs = {name: g["lr"] for g in optimizer.param_groups for name in g["param_names"]}
+    assert lrs["pos_embed"] == 2e-3 * 0.1 * factor and lrs["head.weight"] == 2e-3 * 3.0 * factor
+    assert lrs["blocks.0.norm1.weight"] == lrs["norm.bias"] == 2e-3 * factor
+
+
+def test_a_zero_multiplier_holds_the_position_table_still():
+    set_seed(0)
+    model = tiny_model()
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    fit(model, toy_set(64), steps=4, batch_size=16, lr_multipliers={"pos_embed": 0.0}, progress=False)
+    assert torch.equal(model.pos_embed, before["pos_embed"])
+    moved = [name for name, p in model.named_parameters() if not torch.equal(p, before[name])]
+    assert set(moved) == set(before) - {"pos_embed"}
+
+
+def test_decay_on_everything_trains_another_model():
+    models = []
+    for decay_everything in (False, True):
+        set_seed(0)
+        model = tiny_model()
+        fit(model, toy_set(64), steps=6, weight_decay=0.5, lr=1e-2, decay_everything=decay_everything, progress=False)
+        models.append(model)
+    grouped, everything = (dict(m.named_parameters()) for m in models)
+    assert not torch.equal(grouped["pos_embed"], everything["pos_embed"])
+    assert not torch.equal(grouped["head.bias"], everything["head.bias"])
+    # decay pulls towards 0: the table that decayed is the smaller one
+    assert everything["pos_embed"].norm() < grouped["pos_embed"].norm()
+
+
+class OddNames(nn.Module):
+    def __init__(self, names):
+        super().__init__()
+        self.linear = nn.Linear(2, 2)
+        self.names = names
+
+    def no_weight_decay(self):
+        return self.names
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (
+            lambda m: parameter_groups(m, -0.1),
+            ValueError,
+            r"weight_decay must be a finite number, at least 0, got -0.1",
+        ),
+        (lambda m: parameter_groups(m, float("nan")), ValueError, r"weight_decay .* got nan"),
+        (lambda m: parameter_groups(m, "0.05"), TypeError, r"weight_decay must be a finite number"),
+        (lambda m: parameter_groups(m, 0.05, [("pos_embed", 0.1)]), TypeError, r"lr_multipliers must be a dict"),
+        (lambda m: parameter_groups(m, 0.05, {"pos_embed": -1}), ValueError, r"lr_multipliers\['pos_embed'\] .* 0"),
+        (lambda m: parameter_groups(m, 0.05, {"pos_embed": float("nan")}), ValueError, r"\['pos_embed'\] .* got nan"),
+        (lambda m: parameter_groups(m, 0.05, {"pos_embed": "0.1"}), TypeError, r"\['pos_embed'\] must be a"),
+        (lambda m: parameter_groups(m, 0.05, {0: 0.1}), TypeError, r"keys must be parameter names .* got 0 \(int\)"),
+        (lambda m: parameter_groups(m, 0.05, {"": 0.1}), TypeError, r"keys must be parameter names .* got ''"),
+        (
+            lambda m: parameter_groups(m, 0.05, {"pos_embedding": 0.1}),
+            ValueError,
+            r"'pos_embedding', which names no parameter of this VisionTransformer \(did you mean 'pos_embed'\?\)"
+            r".*Its parameters: cls_token, pos_embed, patch_embed.proj.weight, .*blocks.0.attn.qkv.weight",
+        ),
+        (lambda m: parameter_groups(m, 0.05, {"blocks.9": 0.1}), ValueError, r"'blocks.9', which names no param"),
+        (lambda m: parameter_groups(m, 0.05, {"block": 0.1}), ValueError, r"did you mean 'blocks'"),
+        (lambda m: parameter_groups(m, 0.05, decay_everything="yes"), TypeError, r"decay_everything must be True"),
+        (
+            lambda m: parameter_groups(m, 0.05, {"blocks.0": 0.5, "blocks.0.": 0.1}),
+            ValueError,
+            r"lr_multipliers has both 'blocks.0' and 'blocks.0.', the same names: keep one",
+        ),
+        (lambda m: parameter_groups(m, 0.05, {".": 0.1}), TypeError, r"keys must be parameter names .* got '\.'"),
+        (lambda m: parameter_groups(m, 0.05, {"head": torch.tensor(0.5)}), TypeError, r"\['head'\] .*\.item\(\)"),
+        (lambda m: parameter_groups(VisionTransformer, 0.05), TypeError, r"the class VisionTransformer itself"),
+        (lambda m: parameter_groups(m.parameters(), 0.05), TypeError, r"model must be a torch nn.Module"),
+        (lambda m: parameter_groups(OddNames("pos_embed"), 0.05), TypeError, r"no_weight_decay\(\) must return a set"),
+        (lambda m: parameter_groups(OddNames({1}), 0.05), TypeError, r"no_weight_decay\(\) must return parameter"),
+    ],
+)
+def test_parameter_groups_refuse_what_they_cannot_use(call, error, match):
+    refused(lambda: call(tiny_model()), error, match)
+
+
+def test_a_multiplier_for_a_fixed_table_says_it_is_no_parameter():
+    model = VisionTransformer(ViTConfig.tiny(depth=1, pos_embed="sincos"))
+    refused(lambda: parameter_groups(model, 0.05, {"pos_embed": 0.1}), ValueError, r"pos_embed is a fixed buffer")
+
+
+def test_fit_refuses_an_unknown_multiplier_before_the_first_step():
+    model = tiny_model()
+    before = [p.detach().clone() for p in model.parameters()]
+    refused(
+        lambda: fit(model, toy_set(8), epochs=1, lr_multipliers={"posembed": 0.1}, progress=False),
+        ValueError,
+        r"'posembed', which names no parameter",
+    )
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
 
 
 # ---- bad input: a clear error that names the argument, never a hang or a silent wrong number ----
@@ -315,10 +578,18 @@ def test_fit_refuses_a_budget_that_never_ends_or_is_not_a_number(epochs, time_bu
         (dict(snapshot_every=0), ValueError, r"snapshot_every must be a whole number of steps .* at least 1, got 0"),
         (dict(snapshot_every=-2), ValueError, r"snapshot_every .* got -2"),
         (dict(on_epoch="plot"), TypeError, r"on_epoch must be a function"),
+        (dict(decay_everything=1), TypeError, r"decay_everything must be True or False, got 1"),
+        (dict(weight_decay=float("inf")), ValueError, r"weight_decay .* got inf"),
+        (dict(lr_multipliers={"head": -0.5}), ValueError, r"lr_multipliers\['head'\] must be .* at least 0"),
+        (dict(lr_multipliers="pos_embed"), TypeError, r"lr_multipliers must be a dict"),
     ],
 )
 def test_fit_names_the_argument_that_is_out_of_range(options, error, match):
     refused(lambda: fit(tiny_model(), toy_set(8), epochs=1, progress=False, **options), error, match)
+
+
+def test_fit_wants_progress_as_true_or_false():
+    refused(lambda: fit(tiny_model(), toy_set(8), epochs=1, progress="no"), TypeError, r"progress must be True or")
 
 
 def test_fit_accepts_the_edges_of_the_ranges():
@@ -329,7 +600,7 @@ def test_fit_accepts_the_edges_of_the_ranges():
 def test_a_budget_shorter_than_one_step_still_takes_one():
     """An empty history (no epoch, test accuracy nan, history.step[-1] an IndexError) taught nothing."""
     history = fit(tiny_model(), toy_set(8), toy_set(4, 1), time_budget=1e-9, progress=False)
-    assert history.step == [1] and len(history.test_accuracy) == 1 and history.done
+    assert history.step == [1] and len(history.val_accuracy) == 1 and history.done
     assert history.lr == [0.0]  # the budget was over: the schedule had reached its end
 
 
@@ -367,8 +638,8 @@ def test_fit_refuses_labels_the_model_cannot_predict():
         refused(
             lambda: fit(tiny_model(), TensorDataset(data.images, labels), epochs=1, progress=False), ValueError, match
         )
-    test = TensorDataset(data.images, data.labels + 5)
-    refused(lambda: fit(tiny_model(), data, test, epochs=1, progress=False), ValueError, r"test's labels .* 0 to 1")
+    val = TensorDataset(data.images, data.labels + 5)
+    refused(lambda: fit(tiny_model(), data, val, epochs=1, progress=False), ValueError, r"val's labels .* 0 to 1")
 
 
 @pytest.mark.parametrize(
@@ -387,9 +658,9 @@ def test_fit_refuses_images_and_labels_of_the_wrong_kind(images, labels, match):
     refused(lambda: fit(tiny_model(), train, epochs=1, progress=False), ValueError, match)
 
 
-def test_fit_refuses_a_test_set_of_other_images():
-    test = TensorDataset(torch.rand(4, 1, 16, 16), torch.zeros(4, dtype=torch.long))
-    refused(lambda: fit(tiny_model(), toy_set(8), test, epochs=1), ValueError, r"test's images are \(1, 16, 16\)")
+def test_fit_refuses_a_validation_set_of_other_images():
+    val = TensorDataset(torch.rand(4, 1, 16, 16), torch.zeros(4, dtype=torch.long))
+    refused(lambda: fit(tiny_model(), toy_set(8), val, epochs=1), ValueError, r"val's images are \(1, 16, 16\)")
 
 
 def test_snapshots_need_a_position_table():

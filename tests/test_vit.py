@@ -196,6 +196,15 @@ def test_no_positions():
     assert "pos_embed" not in model.state_dict()
 
 
+def test_no_weight_decay_names_the_class_token_and_the_learned_positions_as_timm_does():
+    model = VisionTransformer(tiny())
+    assert model.no_weight_decay() == {"pos_embed", "cls_token"}  # timm's names (it adds dist_token)
+    parameters = dict(model.named_parameters())
+    assert all(
+        parameters[name].ndim == 3 for name in model.no_weight_decay()
+    )  # real parameters, not the ndim <= 1 rule
+
+
 def permute_patches(images: torch.Tensor, perm: torch.Tensor, P: int) -> torch.Tensor:
     """The same images with their P x P patches shuffled by `perm`."""
     return unpatchify(patchify(images, P)[:, perm], P, tuple(images.shape[-2:]))

@@ -21,21 +21,31 @@ def test_live_plot_draws_the_history_and_throttles():
         seconds=[1.0, 2.0],
         train_loss=[2.0, 1.0],
         train_accuracy=[0.5, 0.7],
-        test_loss=[2.1, 1.2],
-        test_accuracy=[0.4, 0.6],
+        val_loss=[2.1, 1.2],
+        val_accuracy=[0.4, 0.6],
     )
     plot.update(history)  # the first call draws
     assert list(plot.accuracy_ax.lines[1].get_ydata()) == [0.4, 0.6]
-    history.test_accuracy.append(0.9)
+    assert plot.accuracy_ax.lines[1].get_label() == plot.loss_ax.lines[1].get_label() == "validation"
+    history.val_accuracy.append(0.9)
     history.seconds.append(3.0)
     history.train_loss.append(0.5)
     history.train_accuracy.append(0.8)
-    history.test_loss.append(0.8)
+    history.val_loss.append(0.8)
     plot.update(history)  # within the interval: not redrawn
     assert len(plot.accuracy_ax.lines[1].get_ydata()) == 2
     history.done = True
     plot.update(history)  # the end is always drawn
     assert list(plot.accuracy_ax.lines[1].get_ydata()) == [0.4, 0.6, 0.9]
+
+
+def test_live_plot_shows_a_curve_at_100_percent():
+    plot = LivePlot()
+    history = History(seconds=[1.0], train_loss=[0.1], train_accuracy=[1.0], val_loss=[0.1], val_accuracy=[1.0])
+    history.done = True
+    plot.update(history)
+    low, high = plot.accuracy_ax.get_ylim()
+    assert low == 0 and 1.0 < high <= 1.05  # the line at 1.0 is inside the axes, not on their edge
 
 
 def test_show_confusion_writes_the_counts():
@@ -71,3 +81,20 @@ def test_the_training_plots_refuse_mismatched_input():
     uneven = History(seconds=[1.0, 2.0], train_loss=[2.0], train_accuracy=[0.5, 0.6])
     with pytest.raises(ValueError, match="one value per epoch"):
         LivePlot().update(uneven)
+    with pytest.raises(ValueError, match="one value per epoch"):
+        LivePlot().update(History(seconds=[1.0], train_loss=[2.0], train_accuracy=[0.5], val_accuracy=[0.1, 0.2]))
+
+
+@pytest.mark.parametrize(
+    "options, error, match",
+    [
+        (dict(size=0), ValueError, r"size must be a number of inches, greater than 0 and at most 20, got 0"),
+        (dict(size=float("nan")), ValueError, r"size .* got nan"),
+        (dict(size="4"), TypeError, r"size must be a number"),
+        (dict(interval=-1), ValueError, r"interval must be a finite number of seconds between redraws, at least 0"),
+        (dict(title=3), TypeError, r"title must be a str, got 3 \(int\)"),
+    ],
+)
+def test_live_plot_refuses_odd_settings(options, error, match):
+    with pytest.raises(error, match=match):
+        LivePlot(**options)

@@ -6,7 +6,8 @@
 - `load_photos`: four everyday photos for an ImageNet classifier, from matplotlib and
   scikit-image (lesson 8).
 
-Every training set is an `ImageDataset` (from `utils.datasets`, re-exported here).
+Every training set is an `ImageDataset` (from `utils.datasets`, re-exported here with
+`split_validation`, which sets a stratified validation part aside).
 """
 
 import importlib.resources
@@ -21,6 +22,7 @@ import torch
 from PIL import Image
 
 from utils.datasets import ImageDataset  # also re-exported: `from utils.data import ImageDataset` works
+from utils.datasets import split_validation as split_validation  # re-exported
 from utils.standard_datasets import load_standard_dataset
 from utils.validation import WrongTypeError, check_number, check_whole, describe
 

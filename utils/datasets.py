@@ -3,15 +3,17 @@ that every function taking images, labels or datasets uses to refuse bad input c
 and sizes: `utils.validation`).
 
 Every training set (`utils.data`'s bundled ones, `utils.standard_datasets`' downloaded ones) is an
-`ImageDataset`; it lives here so that both can import it without importing each other.
+`ImageDataset`; it lives here so that both can import it without importing each other. So do the
+operations on one: `ImageDataset.subset` and `split_validation`.
 """
 
 import math
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from utils.validation import WrongTypeError, describe
+from utils.validation import WrongTypeError, check_number, check_whole, describe
 
 
 def check_float_images(
@@ -41,6 +43,8 @@ def check_float_images(
         if allow_empty:
             return None
         raise ValueError(f"{name} is empty (shape {tuple(images.shape)}): there are no images to work on")
+    if images.numel() == 0:
+        raise ValueError(f"{name} have no pixels (shape {tuple(images.shape)}): each image needs a channel and a pixel")
     lowest, highest = (value.item() for value in torch.aminmax(images))  # no copy of the images
     if not (math.isfinite(lowest) and math.isfinite(highest)):
         raise ValueError(f"{name} contain NaN or infinite values (from {lowest} to {highest})")
@@ -139,3 +143,117 @@ class ImageDataset(TensorDataset):
 
     def __repr__(self) -> str:
         return f"ImageDataset({len(self)} images of {tuple(self.images.shape[1:])}, classes={self.classes})"
+
+    def subset(self, index) -> "ImageDataset":
+        """The images at `index`, with their labels, the class names and every extra per-image
+        attribute (a tensor, array or list with one entry per image, such as the relational set's
+        `object_masks`) picked at the same positions; other attributes are shared as they are.
+
+        Args:
+            index: (M,) positions from 0 to N - 1 (a tensor, list or range), or a (N,) bool mask.
+        """
+        index = check_index(index, len(self))
+        picked = ImageDataset(self.images[index], self.labels[index], self.classes)
+        for name, value in vars(self).items():
+            if name not in ("tensors", "images", "labels", "classes"):
+                setattr(picked, name, _pick_per_image(value, index, len(self)))
+        return picked
+
+
+def check_index(index, size: int, name: str = "index") -> torch.Tensor:
+    """`index` as a (M,) int64 tensor of positions from 0 to size - 1; a (size,) bool mask gives the
+    positions where it is True. Lists, tuples, ranges and NumPy arrays are converted."""
+    expected = (
+        f"{name} must be positions from 0 to {size - 1} (a tensor, list or range of whole numbers) or a bool mask"
+    )
+    if isinstance(index, list | tuple | range | np.ndarray):
+        try:
+            index = torch.as_tensor(index)
+        except (TypeError, ValueError, RuntimeError):
+            raise WrongTypeError(f"{expected}, got {describe(index)}") from None
+    if not isinstance(index, torch.Tensor):
+        raise WrongTypeError(f"{expected}, got {describe(index)}")
+    if index.dtype == torch.bool:
+        if index.shape != (size,):
+            raise ValueError(
+                f"a bool mask as {name} needs one entry per image, shape ({size},), got {tuple(index.shape)}"
+            )
+        return index.nonzero().flatten().cpu()  # (M,)
+    if index.numel() == 0 and index.ndim == 1:
+        return torch.zeros(0, dtype=torch.int64)  # nothing picked (an empty list comes as float32)
+    if index.is_floating_point() or index.is_complex() or index.ndim != 1:
+        raise ValueError(f"{expected}, got {describe(index)}")
+    index = index.long().cpu()
+    if len(index) and (index.min() < 0 or index.max() >= size):
+        raise ValueError(f"{expected}, got positions from {index.min().item()} to {index.max().item()}")
+    return index
+
+
+def _pick_per_image(value, index: torch.Tensor, size: int):
+    """value[index] if `value` holds one entry per image (a tensor, NumPy array, list or tuple of
+    length `size`); else `value` itself."""
+    if isinstance(value, torch.Tensor) and value.ndim > 0 and len(value) == size:
+        return value[index.to(value.device)]
+    if isinstance(value, np.ndarray) and value.ndim > 0 and len(value) == size:
+        return value[index.numpy()]
+    if isinstance(value, list | tuple) and len(value) == size:
+        picked = [value[i] for i in index.tolist()]
+        return picked if isinstance(value, list) else tuple(picked)
+    return value
+
+
+def _check_both_sides(counts: list[int], to_val: list[int], fraction: float, names: list[str]) -> None:
+    """Raise unless every class (counts[i] images, to_val[i] of them for val) keeps an image on each side."""
+    if 1 in counts:
+        raise ValueError(
+            f"class {names[counts.index(1)]} has a single image: it cannot be in both train and val; "
+            "add images of it or leave it out"
+        )
+    smallest = min(counts)
+    for i, (count, val) in enumerate(zip(counts, to_val)):
+        if 0 < val < count:
+            continue
+        fix = (
+            f"of at least {math.ceil(500 / smallest) / 1000}"
+            if val == 0
+            else f"below {(1000 - math.ceil(500 / smallest)) / 1000}"
+        )
+        raise ValueError(
+            f"fraction={fraction} puts round({fraction} x {count}) = {val} of the {count} images of class {names[i]} "
+            f"in val{', none in train' if val else ''}: every class needs at least one image on each side; with "
+            f"{smallest} images in the smallest class, use a fraction {fix}"
+        )
+
+
+def split_validation(
+    dataset: TensorDataset, fraction: float = 0.2, seed: int = 0
+) -> tuple[TensorDataset, TensorDataset]:
+    """Set aside a validation part of a training set, stratified: round(fraction x its images) of
+    each class go to validation, the rest to train, chosen at random but fixed by `seed`.
+    Choose settings on the validation part; keep the test set for the final number.
+
+    Args:
+        dataset: an ImageDataset (each part keeps its class names and per-image extras, see
+            ImageDataset.subset) or a TensorDataset(images, labels).
+        fraction: the share of each class that goes to validation, between 0 and 1.
+        seed: which random choice; the same seed gives the same split.
+    Returns:
+        (train, val), disjoint and together the whole dataset, each in the dataset's order.
+    """
+    images, labels = check_dataset(dataset)
+    labels = labels.cpu()  # (N,)
+    fraction = check_number(fraction, "fraction", low=0, high=1, low_open=True, high_open=True)
+    seed = check_whole(seed, "seed", minimum=0, maximum=2**63 - 1)
+    values, counts = labels.unique(return_counts=True)  # the classes present, and their sizes
+    to_val = torch.floor(fraction * counts.double() + 0.5).long()  # (classes,) rounded, a half up
+    names = [repr(dataset.classes[v]) if isinstance(dataset, ImageDataset) else str(v) for v in values.tolist()]
+    _check_both_sides(counts.tolist(), to_val.tolist(), fraction, names)
+    generator = torch.Generator().manual_seed(seed)
+    shuffled = torch.randperm(len(labels), generator=generator)  # (N,)
+    in_val = torch.zeros(len(labels), dtype=torch.bool)
+    for value, count in zip(values.tolist(), to_val.tolist()):
+        in_val[shuffled[labels[shuffled] == value][:count]] = True  # the first `count` of the class, shuffled
+    if isinstance(dataset, ImageDataset):
+        return dataset.subset(~in_val), dataset.subset(in_val)
+    in_val = in_val.to(images.device)
+    return TensorDataset(images[~in_val], labels[~in_val]), TensorDataset(images[in_val], labels[in_val])

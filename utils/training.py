@@ -1,16 +1,19 @@
-"""Lesson 6: training and evaluating a model on a CPU, within a number of epochs or a time budget.
+"""Lesson 6: training and evaluating a model on a CPU, for a number of steps or epochs.
 
-`train_step` is one optimiser step (lesson 6's exercise). `fit` repeats it with AdamW, a linear
-warm-up and a cosine decay, optional label smoothing and random-shift augmentation, shows a
-tqdm progress bar (the notebook widget in Jupyter) and returns a `History`. With `epochs` only,
-training is deterministic on the CPU given `seed`; with `time_budget` the number of steps
-depends on the machine's speed.
+`train_step` is one optimiser step (lesson 6's exercise). `fit` repeats it with AdamW on
+`parameter_groups` (no weight decay on biases, norms and the model's `no_weight_decay()` names;
+a learning-rate multiplier per group), a linear warm-up and a cosine decay, optional label
+smoothing and random-shift augmentation; it evaluates a validation set after every epoch, shows a
+tqdm progress bar (the notebook widget in Jupyter) and returns a `History`. Budgeted in `steps` or
+`epochs`, training is deterministic on the CPU given `seed`; a `time_budget` makes the number of
+steps, and so the result, depend on the machine's speed.
 """
 
+import difflib
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -21,27 +24,59 @@ from tqdm.auto import tqdm
 
 from utils.datasets import check_dataset, check_float_images, check_labels
 from utils.runtime import eval_mode
-from utils.validation import WrongTypeError, check_number, check_positive, check_probability, check_whole
+from utils.validation import (
+    WrongTypeError,
+    check_flag,
+    check_number,
+    check_positive,
+    check_probability,
+    check_whole,
+    describe,
+)
+
+RENAMED = {  # History's fields before fit's second dataset became the validation set
+    "test_loss": "val_loss",
+    "test_accuracy": "val_accuracy",
+    "final_test_accuracy": "final_val_accuracy",
+}
 
 
 @dataclass
 class History:
     """What happened during `fit`, one entry per epoch (the last may be cut short by the budget)."""
 
-    epoch: list[int] = field(default_factory=list)
+    epoch: list[int] = field(default_factory=list)  # epochs started (the last may be partial)
     step: list[int] = field(default_factory=list)  # optimiser steps done by the end of the epoch
     seconds: list[float] = field(default_factory=list)  # wall time since the start
-    lr: list[float] = field(default_factory=list)  # learning rate at the end of the epoch
+    lr: list[float] = field(default_factory=list)  # peak lr x schedule at the epoch's last step (before multipliers)
     train_loss: list[float] = field(default_factory=list)
     train_accuracy: list[float] = field(default_factory=list)
-    test_loss: list[float] = field(default_factory=list)
-    test_accuracy: list[float] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)  # on the validation set, after each epoch
+    val_accuracy: list[float] = field(default_factory=list)
     snapshots: list[tuple[int, torch.Tensor]] = field(default_factory=list)  # (step, pos_embed copy)
     done: bool = False  # True once training has ended
 
     @property
-    def final_test_accuracy(self) -> float:
-        return self.test_accuracy[-1] if self.test_accuracy else float("nan")
+    def final_val_accuracy(self) -> float:
+        """The validation accuracy after the last epoch (nan without a validation set)."""
+        return self.val_accuracy[-1] if self.val_accuracy else float("nan")
+
+    @property
+    def steps_per_second(self) -> float:
+        """Optimiser steps per second of wall time, evaluations and on_epoch included (nan before
+        the first epoch): how fast this machine trains, the one number here that depends on it."""
+        if not self.step or not self.seconds or self.seconds[-1] <= 0:
+            return float("nan")
+        return self.step[-1] / self.seconds[-1]
+
+    def __getattr__(self, name: str):
+        """Only called for a missing attribute: name the new one for a field that was renamed."""
+        if name in RENAMED:
+            raise AttributeError(
+                f"History.{name} is now History.{RENAMED[name]}: fit evaluates its second dataset as the "
+                "validation set; measure the test set once, at the end, with evaluate(model, test)"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 # ---- checks of fit's arguments, one place per idea ---------------------------------------------
@@ -49,16 +84,39 @@ class History:
 ROUNDING = 1e-9  # how far outside [0, 1] warmup_cosine lets progress stray (float rounding)
 
 
-def _check_budget(epochs, time_budget, epochs_name: str = "epochs") -> tuple[int | None, float | None]:
-    """(epochs, time_budget) as an int and a float (or None); an error unless training has an end:
-    epochs (a whole number >= 1), time_budget (seconds > 0), or both."""
-    if epochs is None and time_budget is None:
-        raise ValueError("give epochs, time_budget (seconds), or both")
-    if epochs is not None:
-        epochs = check_whole(epochs, epochs_name)
+def _check_budget(total_steps, time_budget) -> tuple[int | None, float | None]:
+    """(total_steps, time_budget) as an int and a float (or None); an error unless training has an
+    end: total_steps (a whole number >= 1), time_budget (seconds > 0), or both."""
+    if total_steps is None and time_budget is None:
+        raise ValueError("give total_steps, time_budget (seconds), or both")
+    if total_steps is not None:
+        total_steps = check_whole(total_steps, "total_steps")
     if time_budget is not None:
         time_budget = check_positive(time_budget, "time_budget", meaning=" of seconds")
-    return epochs, time_budget
+    return total_steps, time_budget
+
+
+def _check_length(epochs, steps, time_budget) -> tuple[int | None, int | None, float | None]:
+    """(epochs, steps, time_budget) as ints and a float (or None); an error unless fit has an end:
+    epochs or steps (whole numbers >= 1, not both), optionally with a time_budget (seconds > 0), or a
+    time_budget alone."""
+    if epochs is not None and steps is not None:
+        raise ValueError(
+            f"give epochs or steps, not both: got epochs={describe(epochs)} and steps={describe(steps)} "
+            "(epochs counts passes over train, steps counts optimiser steps)"
+        )
+    if epochs is None and steps is None and time_budget is None:
+        raise ValueError(
+            "give fit a length: epochs (passes over train) or steps (optimiser steps); "
+            "a time_budget (seconds) may be added, or given alone, but makes the result depend on the machine"
+        )
+    if epochs is not None:
+        epochs = check_whole(epochs, "epochs")
+    if steps is not None:
+        steps = check_whole(steps, "steps", meaning=" of optimiser steps")
+    if time_budget is not None:
+        time_budget = check_positive(time_budget, "time_budget", meaning=" of seconds")
+    return epochs, steps, time_budget
 
 
 def _check_model(model) -> tuple[torch.device, torch.dtype]:
@@ -132,6 +190,131 @@ def _check_snapshots(snapshot_every, model: nn.Module) -> int | None:
             "table: leave snapshot_every out"
         )
     return snapshot_every
+
+
+# ---- parameter groups: which parameters decay, and each one's share of the learning rate --------
+
+
+def _no_weight_decay_names(model: nn.Module) -> set[str]:
+    """The names `model.no_weight_decay()` gives (timm's convention), or none if it has no such method."""
+    method = getattr(model, "no_weight_decay", None)
+    if method is None:
+        return set()
+    names = method() if callable(method) else method
+    if isinstance(names, str) or not isinstance(names, Iterable):
+        raise WrongTypeError(
+            f"{type(model).__name__}.no_weight_decay() must return a set of parameter names, e.g. "
+            f"{{'pos_embed', 'cls_token'}}, got {describe(names)}"
+        )
+    names = list(names)
+    if not all(isinstance(name, str) for name in names):
+        raise WrongTypeError(f"{type(model).__name__}.no_weight_decay() must return parameter names (str), got {names}")
+    return set(names)
+
+
+def _covers(key: str, name: str) -> bool:
+    """Whether an lr_multipliers key covers the parameter `name`: the name itself, or the start of
+    names up to a dot ("blocks.0" and "blocks.0." cover "blocks.0.attn.qkv.weight", not "blocks.10...")."""
+    key = key.rstrip(".")
+    return name == key or name.startswith(key + ".")
+
+
+def _unknown_key(key: str, model: nn.Module, names: list[str]) -> ValueError:
+    """The error for an lr_multipliers key that covers no parameter: a near miss, then the names there are."""
+    buffers = [name for name, _ in model.named_buffers() if _covers(key, name)]
+    if buffers:
+        hint = f" ({buffers[0]} is a fixed buffer, not a trained parameter)"
+    else:
+        prefixes = {".".join(name.split(".")[:depth]) for name in names for depth in range(1, name.count(".") + 2)}
+        close = difflib.get_close_matches(key.rstrip("."), sorted(prefixes), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+    shown = ", ".join(names[:20]) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
+    return ValueError(
+        f"lr_multipliers has {key!r}, which names no parameter of this {type(model).__name__}{hint}; a key is a "
+        f"parameter's name or the start of names up to a dot (e.g. 'blocks.0'). Its parameters: {shown}"
+    )
+
+
+def _check_lr_multipliers(lr_multipliers, model: nn.Module, names: list[str]) -> dict[str, float]:
+    """{key: multiplier} checked: a dict of parameter names (or starts of names) to numbers >= 0,
+    each key covering at least one of `names`."""
+    if lr_multipliers is None:
+        return {}
+    if not isinstance(lr_multipliers, Mapping):
+        raise WrongTypeError(
+            "lr_multipliers must be a dict {parameter name or start of names: multiplier of the peak lr}, "
+            f"e.g. {{'pos_embed': 0.1}}, got {describe(lr_multipliers)}"
+        )
+    checked = {}
+    for key, multiplier in lr_multipliers.items():
+        if not isinstance(key, str) or not key.strip("."):
+            raise WrongTypeError(
+                f"lr_multipliers' keys must be parameter names or starts of names, e.g. 'pos_embed' or "
+                f"'blocks.0', got {describe(key)}"
+            )
+        if same := [other for other in checked if other.rstrip(".") == key.rstrip(".")]:
+            raise ValueError(f"lr_multipliers has both {same[0]!r} and {key!r}, the same names: keep one")
+        checked[key] = check_number(multiplier, f"lr_multipliers[{key!r}]", low=0, meaning=" (a multiple of lr)")
+        if not any(_covers(key, name) for name in names):
+            raise _unknown_key(key, model, names)
+    return checked
+
+
+def parameter_groups(
+    model: nn.Module,
+    weight_decay: float,
+    lr_multipliers: Mapping[str, float] | None = None,
+    *,
+    decay_everything: bool = False,
+) -> list[dict]:
+    """AdamW's parameter groups by timm's convention: weight decay on the weight matrices only.
+
+    Parameters with ndim <= 1 (norm weights, biases), names ending in ".bias" and the names that
+    `model.no_weight_decay()` gives (a VisionTransformer: pos_embed, cls_token) get weight_decay 0;
+    the rest get `weight_decay`. Frozen parameters (requires_grad False) are left out.
+
+    Args:
+        model: the model to train.
+        weight_decay: the decay of the weight matrices, >= 0.
+        lr_multipliers: {name: multiplier} of the peak lr, e.g. {"pos_embed": 0.1, "blocks.0": 0.5};
+            a key is a parameter's name or the start of names up to a dot (where two keys cover a
+            parameter, the longer one wins); every key must cover a parameter. Unnamed ones: 1.
+        decay_everything: decay every parameter, biases, norms and positions too (the course's
+            behaviour before these groups; it reproduces the shipped checkpoints).
+    Returns:
+        one dict per (decay, multiplier) pair, in the order the model's parameters come:
+        {"params", "param_names", "weight_decay", "lr_multiplier"}, ready for torch.optim.AdamW.
+    """
+    _check_model(model)
+    weight_decay = check_number(weight_decay, "weight_decay", low=0)
+    decay_everything = check_flag(decay_everything, "decay_everything")
+    named = list(model.named_parameters())
+    multipliers = _check_lr_multipliers(lr_multipliers, model, [name for name, _ in named])
+    no_decay = set() if decay_everything else _no_weight_decay_names(model)
+    groups: dict[tuple[bool, float], dict] = {}
+    for name, parameter in named:
+        if not parameter.requires_grad:
+            continue
+        decays = decay_everything or not (parameter.ndim <= 1 or name.endswith(".bias") or name in no_decay)
+        keys = [key for key in multipliers if _covers(key, name)]
+        multiplier = multipliers[max(keys, key=lambda key: len(key.rstrip(".")))] if keys else 1.0
+        group = groups.setdefault(
+            (decays, multiplier),
+            {
+                "params": [],
+                "param_names": [],
+                "weight_decay": weight_decay if decays else 0.0,
+                "lr_multiplier": multiplier,
+            },
+        )
+        group["params"].append(parameter)
+        group["param_names"].append(name)
+    if not groups:
+        raise ValueError(
+            f"this {type(model).__name__} has no parameters to train: all have requires_grad=False "
+            "(unfreeze some with parameter.requires_grad_(True))"
+        )
+    return list(groups.values())
 
 
 # ---- training --------------------------------------------------------------------------------
@@ -251,8 +434,9 @@ class TrainingClock:
     the start / time_budget); either limit may be None. Training is over at 1."""
 
     def __init__(self, total_steps: int | None, time_budget: float | None):
-        self.total_steps, self.time_budget = _check_budget(total_steps, time_budget, "total_steps")
+        self.total_steps, self.time_budget = _check_budget(total_steps, time_budget)
         self.steps = 0
+        self.lr_factor = 0.0  # warmup_cosine's factor at the last step, set by train_epoch
         self.start = time.perf_counter()
 
     def seconds(self) -> float:
@@ -287,9 +471,9 @@ class ProgressReport:
         self.bar.set_postfix(epoch=epoch, loss=f"{loss:.3f}", acc=f"{accuracy:.3f}", refresh=False)
         self.bar.update(0)
 
-    def epoch(self, epoch: int, loss: float, test_accuracy: float) -> None:
-        """After an epoch's evaluation: its training loss and the test accuracy."""
-        self.bar.set_postfix(epoch=epoch, loss=f"{loss:.3f}", test_acc=f"{test_accuracy:.3f}")
+    def epoch(self, epoch: int, loss: float, val_accuracy: float) -> None:
+        """After an epoch's evaluation: its training loss and the validation accuracy."""
+        self.bar.set_postfix(epoch=epoch, loss=f"{loss:.3f}", val_acc=f"{val_accuracy:.3f}")
 
     def close(self) -> None:
         self.bar.close()
@@ -330,7 +514,8 @@ def train_epoch(
 ) -> tuple[float, float]:
     """Train on `batches`, one train_step each, until they run out or `clock` says training is over.
 
-    Before every step the learning rate is set to lr * warmup_cosine(clock.fraction(), warmup)
+    Before every step each parameter group's learning rate is set to
+    lr * group["lr_multiplier"] (1 if it has none) * warmup_cosine(clock.fraction(), warmup)
     (the fraction capped at 1: a time budget may run out between two looks at the clock).
     `on_step(mean loss, accuracy)` is called after every step with the epoch's running values.
     Returns:
@@ -338,8 +523,9 @@ def train_epoch(
     """
     seen, loss_sum, correct = 0, 0.0, 0
     for images, labels in batches:
+        clock.lr_factor = warmup_cosine(min(clock.fraction(), 1.0), warmup)
         for group in optimizer.param_groups:
-            group["lr"] = lr * warmup_cosine(min(clock.fraction(), 1.0), warmup)
+            group["lr"] = lr * group.get("lr_multiplier", 1.0) * clock.lr_factor
         loss, logits = train_step(model, optimizer, images, labels, label_smoothing=label_smoothing, return_logits=True)
         clock.steps += 1
         seen += len(labels)
@@ -355,35 +541,38 @@ def train_epoch(
 
 
 def _check_training_sets(
-    model: nn.Module, train, test, device: torch.device, dtype: torch.dtype
+    model: nn.Module, train, val, device: torch.device, dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Raise unless `train` (and `test`, if given) hold images the model takes and labels it can
+    """Raise unless `train` (and `val`, if given) hold images the model takes and labels it can
     predict (checked against the width of its logits for one image); return train's tensors."""
     images, labels = check_dataset(train, "train", dtype=dtype)
     num_classes = _num_outputs(model, images, device)
     why = f"the model gives {num_classes} outputs"
     check_labels(labels, "train's labels", num_classes=num_classes, why=why)
-    if test is not None:
-        test_images, test_labels = check_dataset(test, "test", dtype=dtype)
-        if test_images.shape[1:] != images.shape[1:]:
+    if val is not None:
+        val_images, val_labels = check_dataset(val, "val", dtype=dtype)
+        if val_images.shape[1:] != images.shape[1:]:
             raise ValueError(
-                f"test's images are {tuple(test_images.shape[1:])} but train's are {tuple(images.shape[1:])}: "
+                f"val's images are {tuple(val_images.shape[1:])} but train's are {tuple(images.shape[1:])}: "
                 "both must be the same (C, H, W)"
             )
-        check_labels(test_labels, "test's labels", num_classes=num_classes, why=why)
+        check_labels(val_labels, "val's labels", num_classes=num_classes, why=why)
     return images, labels
 
 
 def fit(
     model: nn.Module,
     train: TensorDataset,
-    test: TensorDataset | None = None,
+    val: TensorDataset | None = None,
     *,
     epochs: int | None = None,
+    steps: int | None = None,
     time_budget: float | None = None,
     batch_size: int = 128,
     lr: float = 1e-3,
     weight_decay: float = 0.05,
+    lr_multipliers: Mapping[str, float] | None = None,
+    decay_everything: bool = False,
     warmup: float = 0.1,
     label_smoothing: float = 0.0,
     max_shift: int = 0,
@@ -392,14 +581,23 @@ def fit(
     on_epoch: Callable[[History], None] | None = None,
     progress: bool = True,
 ) -> History:
-    """Train `model` with AdamW and a warm-up + cosine schedule; evaluate on `test` every epoch.
+    """Train `model` with AdamW and a warm-up + cosine schedule; evaluate on `val` every epoch.
 
     Args:
         model: a classifier mapping (B, C, H, W) images to (B, num_classes) logits; it is trained
             on the device its parameters are on.
-        train, test: datasets of (images, labels) tensors.
-        epochs: passes over `train`. time_budget: seconds of training. Give one or both: training
-            stops at whichever ends first, and the schedule follows whichever is further along.
+        train, val: datasets of (images, labels) tensors; `val` is the validation set, the one to
+            choose settings on (keep the test set for one evaluate(model, test) at the very end).
+        epochs: passes over `train`, or steps: optimiser steps (the last epoch may be cut short);
+            one of them, not both. The schedule's progress is steps done / total steps.
+        time_budget: seconds of training, alone or as an extra limit (whichever ends first; the
+            schedule follows whichever is further along). It makes the result depend on the
+            machine's speed: use it to explore, not to compare.
+        weight_decay: AdamW's decay of the weight matrices; biases, norms and the model's
+            no_weight_decay() names get none (see parameter_groups).
+        lr_multipliers: {parameter name or start of names: multiplier of lr}, e.g. {"pos_embed": 0.1}.
+        decay_everything: decay every parameter (fit's behaviour before the parameter groups,
+            kept to reproduce the shipped checkpoints).
         warmup: the fraction of training spent warming the learning rate up from 0.
         label_smoothing: spread this much of each target's probability over all classes.
         max_shift: augment by shifting each training image up to this many pixels (0: off).
@@ -408,19 +606,21 @@ def fit(
             the end), for watching position embeddings learn.
         on_epoch: called with the history after every epoch, and once more when training has
             ended (history.done is then True), e.g. a live plot.
+        progress: show a progress bar.
     Returns:
         the History.
     Raises:
         ValueError or TypeError, naming the argument, before the first step: a budget that never
-        ends (0, negative, NaN), something other than a dataset of float images (N, C, H, W) and
-        int64 labels, labels the model's outputs cannot name, a setting out of its range.
+        ends (0, negative, NaN) or both epochs and steps, something other than a dataset of float
+        images (N, C, H, W) and int64 labels, labels the model's outputs cannot name, a setting
+        out of its range, an lr_multipliers key that names no parameter.
     """
-    epochs, time_budget = _check_budget(epochs, time_budget)
+    epochs, steps, time_budget = _check_length(epochs, steps, time_budget)
     device, dtype = _check_model(model)
-    images, labels = _check_training_sets(model, train, test, device, dtype)
+    images, labels = _check_training_sets(model, train, val, device, dtype)
     batch_size = _check_batch_size(batch_size)
     check_positive(lr, "lr", meaning=" (the peak learning rate)")
-    check_number(weight_decay, "weight_decay", low=0)
+    groups = parameter_groups(model, weight_decay, lr_multipliers, decay_everything=decay_everything)
     _check_warmup(warmup)
     _check_label_smoothing(label_smoothing)
     max_shift = _check_max_shift(max_shift, images.shape)
@@ -428,10 +628,12 @@ def fit(
     snapshot_every = _check_snapshots(snapshot_every, model)
     if on_epoch is not None and not callable(on_epoch):
         raise WrongTypeError(f"on_epoch must be a function of the history (or None), got {type(on_epoch).__name__}")
-    steps_per_epoch = math.ceil(len(labels) / batch_size)
+    progress = check_flag(progress, "progress")
+    if epochs is not None:
+        steps = epochs * math.ceil(len(labels) / batch_size)
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)  # its first build is slow
-    clock = TrainingClock(epochs * steps_per_epoch if epochs is not None else None, time_budget)
+    optimizer = torch.optim.AdamW(groups, lr=lr, weight_decay=weight_decay)  # its first build is slow
+    clock = TrainingClock(steps, time_budget)
     history = History()
     report = ProgressReport(clock, enabled=progress)
 
@@ -465,14 +667,14 @@ def fit(
             history.epoch.append(epoch)
             history.step.append(clock.steps)
             history.seconds.append(clock.seconds())
-            history.lr.append(optimizer.param_groups[0]["lr"])
+            history.lr.append(lr * clock.lr_factor)
             history.train_loss.append(train_loss)
             history.train_accuracy.append(train_accuracy)
-            if test is not None:
-                test_loss, test_accuracy = evaluate(model, test)
-                history.test_loss.append(test_loss)
-                history.test_accuracy.append(test_accuracy)
-                report.epoch(epoch, train_loss, test_accuracy)
+            if val is not None:
+                val_loss, val_accuracy = evaluate(model, val)
+                history.val_loss.append(val_loss)
+                history.val_accuracy.append(val_accuracy)
+                report.epoch(epoch, train_loss, val_accuracy)
             if on_epoch is not None:
                 on_epoch(history)
         if snapshot_every and history.snapshots[-1][0] != clock.steps:

@@ -183,6 +183,11 @@ class VisionTransformer(nn.Module):
         if isinstance(self.pos_embed, nn.Parameter):
             trunc_normal_(self.pos_embed.data, std=0.02)
 
+    def no_weight_decay(self) -> set[str]:
+        """The parameters that weight decay should leave alone besides the biases and norms (timm's
+        names): pulling the class token or the position table towards 0 only erases what they learn."""
+        return {"pos_embed", "cls_token"}
+
     def set_image_size(self, image_size: int | tuple[int, int]) -> None:
         """Run at another image size: resize the learned position table bicubically over the
         patch grid (the class-token entry kept apart), or rebuild the fixed sin-cos one. A size

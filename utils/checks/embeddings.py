@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from utils.checks.core import CheckFailed, call_learner, compare, summarize
-from utils.embeddings import prepend_cls_token, resize_pos_embed, sincos_pos_embed_2d
+from utils.embeddings import grid_coordinates, prepend_cls_token, resize_pos_embed, sincos_pos_embed_2d
 
 # ---- the token sequence z0 = [x_class; x_p1 E; ...; x_pN E] + E_pos ----------------------
 
@@ -187,8 +187,7 @@ _POSITIONS = {  # how the N patches get their (row, col) positions; the first on
 
 def _positions(rows: int, cols: int, positions: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(row, col) of the N patches, each (N,), laid out as `positions` says (a key of _POSITIONS)."""
-    row = torch.arange(rows, dtype=torch.float64).repeat_interleave(cols)  # (N,): 0, 0, .., 1, 1, ..
-    col = torch.arange(cols, dtype=torch.float64).repeat(rows)  # (N,): 0, 1, .., 0, 1, ..
+    row, col = grid_coordinates(rows, cols).double().unbind(dim=1)  # each (N,): 0, 0, .., 1, .. and 0, 1, .., 0, ..
     if positions == "from 1":
         return row + 1, col + 1
     if positions == "column-major":  # top to bottom first

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import torch
 from torch.utils.data import TensorDataset
 
-from utils.validation import check_tensor, check_whole
+from utils.validation import WrongTypeError, check_number, check_tensor, check_whole, describe
 from utils.viz.core import DPI, check_image_batch, check_names, to_numpy_image
 
 
@@ -47,6 +47,10 @@ class LivePlot:
     at the end; elsewhere it only keeps the figure up to date."""
 
     def __init__(self, title: str = "", size: float = 4.0, interval: float = 5.0):
+        if not isinstance(title, str):
+            raise WrongTypeError(f"title must be a str, got {describe(title)}")
+        size = check_number(size, "size", low=0, low_open=True, high=20, meaning=" of inches")
+        interval = check_number(interval, "interval", low=0, meaning=" of seconds between redraws")
         self.fig, (self.loss_ax, self.accuracy_ax) = plt.subplots(1, 2, figsize=(2.2 * size, 0.7 * size), dpi=DPI)
         self.fig.suptitle(title)
         self.handle = None
@@ -56,12 +60,12 @@ class LivePlot:
 
     def update(self, history) -> None:
         """Redraw the curves of `history` (a training.History), unless the last drawing is recent."""
-        curves = ("seconds", "train_loss", "train_accuracy", "test_loss", "test_accuracy", "done")
+        curves = ("seconds", "train_loss", "train_accuracy", "val_loss", "val_accuracy", "done")
         if not all(hasattr(history, name) for name in curves):
             raise ValueError(f"expected the History that fit passes to on_epoch, got {type(history).__name__}")
         lengths = {name: len(getattr(history, name)) for name in curves[:-1]}
-        tested = {lengths["test_loss"], lengths["test_accuracy"]} - {0}
-        if len({lengths["seconds"], lengths["train_loss"], lengths["train_accuracy"], *tested}) != 1:
+        validated = {lengths["val_loss"], lengths["val_accuracy"]} - {0}
+        if len({lengths["seconds"], lengths["train_loss"], lengths["train_accuracy"], *validated}) != 1:
             raise ValueError(f"expected one value per epoch in every curve of the history, got lengths {lengths}")
         if not history.done and time.perf_counter() - self.last_draw < self.interval:
             return
@@ -72,12 +76,12 @@ class LivePlot:
             ax.grid(alpha=0.3)
         self.loss_ax.plot(history.seconds, history.train_loss, label="train")
         self.accuracy_ax.plot(history.seconds, history.train_accuracy, label="train")
-        if history.test_accuracy:
-            self.loss_ax.plot(history.seconds, history.test_loss, label="test")
-            self.accuracy_ax.plot(history.seconds, history.test_accuracy, label="test")
+        if history.val_accuracy:
+            self.loss_ax.plot(history.seconds, history.val_loss, label="validation")
+            self.accuracy_ax.plot(history.seconds, history.val_accuracy, label="validation")
         self.loss_ax.set_title("loss")
         self.accuracy_ax.set_title("accuracy")
-        self.accuracy_ax.set_ylim(0, 1)
+        self.accuracy_ax.set_ylim(0, 1.02)  # a little above 1: a curve at 100 % stays in sight
         self.loss_ax.legend()
         self.fig.tight_layout()
         try:
