@@ -2,12 +2,11 @@
 
 import itertools
 import math
-import re
-import threading
 
 import numpy as np
 import pytest
 import torch
+from no_hang import outcome_within, refused
 
 from utils.data import load_sample_image
 
@@ -133,30 +132,6 @@ def test_image_dataset_is_still_importable_from_here():
 # ---- bad input: a clear error with the numbers, never a hang ------------------------------------
 
 from utils.data import _farthest_apart, load_photos, load_relational, shape_mask  # noqa: E402
-
-
-def outcome_within(seconds: float, call):
-    """What `call()` returned or raised, from a daemon thread given `seconds`: a call that used to
-    loop forever fails the test instead of hanging the suite."""
-    outcome = []
-
-    def run():
-        try:
-            outcome.append(call())
-        except Exception as error:
-            outcome.append(error)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert outcome, f"still running after {seconds} s: it hangs"
-    return outcome[0]
-
-
-def refused(call, error: type[Exception], match: str, seconds: float = 30):
-    got = outcome_within(seconds, call)
-    assert isinstance(got, error), f"expected {error.__name__}, got {got!r}"
-    assert re.search(match, str(got)), f"{match!r} not in {str(got)!r}"
 
 
 @pytest.mark.parametrize(

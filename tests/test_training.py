@@ -2,12 +2,11 @@
 
 import itertools
 import math
-import re
-import threading
 
 import pytest
 import torch
 import torch.nn.functional as F
+from no_hang import refused
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -509,31 +508,6 @@ def test_fit_refuses_an_unknown_multiplier_before_the_first_step():
 
 
 # ---- bad input: a clear error that names the argument, never a hang or a silent wrong number ----
-
-
-def outcome_within(seconds: float, call):
-    """What `call()` returned or raised, from a daemon thread given `seconds`: a call that used to
-    loop forever fails the test instead of hanging the suite."""
-    outcome = []
-
-    def run():
-        try:
-            outcome.append(call())
-        except Exception as error:
-            outcome.append(error)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert outcome, f"still running after {seconds} s: it hangs"
-    return outcome[0]
-
-
-def refused(call, error: type[Exception], match: str, seconds: float = 20):
-    """Assert that `call()` raises `error` with a message matching `match`, within `seconds`."""
-    got = outcome_within(seconds, call)
-    assert isinstance(got, error), f"expected {error.__name__}, got {got!r}"
-    assert re.search(match, str(got)), f"{match!r} not in {str(got)!r}"
 
 
 @pytest.mark.parametrize(
