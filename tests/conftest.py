@@ -65,7 +65,6 @@ def lab_url(tmp_path_factory):
     server = subprocess.Popen(
         ["make", "--no-print-directory", "lab", f"PORT={port}", f"LAB_ARGS={args}"],
         cwd=ROOT,
-        env={**os.environ, "VIT_QUICK": "1"},  # lesson 6 trains for a few epochs, not minutes
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group, so make and jupyter stop together

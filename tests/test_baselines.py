@@ -160,6 +160,44 @@ def test_receptive_field_says_what_it_can_walk(model, error, match):
 # ---- the deep CNN and size matching ---------------------------------------------------------------
 
 
+def test_objects_in_one_window_is_the_brute_force_search_over_window_positions():
+    """Against an independent reference: slide a window over every position of each image and
+    ask whether it holds a pixel of each object."""
+    from utils.baselines import objects_in_one_window
+    from utils.data import make_relational
+
+    data = make_relational(40, seed=5)
+    for window in [8, 14, 20]:
+        expected = []
+        for mask, boxes in zip(data.object_masks, data.object_boxes):
+            objects = []
+            for top, left, bottom, right in boxes.tolist():
+                one = torch.zeros_like(mask)
+                one[top:bottom, left:right] = mask[top:bottom, left:right]
+                objects.append(one)
+            last = max(32 - window, 0)  # a window at the edge sees less than one further in: these suffice
+            found = any(
+                objects[0][r : r + window, c : c + window].any() and objects[1][r : r + window, c : c + window].any()
+                for r in range(last + 1)
+                for c in range(last + 1)
+            )
+            expected.append(found)
+        assert objects_in_one_window(data, window).tolist() == expected, window
+    assert objects_in_one_window(data, 32).all()  # the whole image: always both
+    assert not objects_in_one_window(data, 1).any()  # one pixel never holds two objects
+
+
+def test_objects_in_one_window_wants_a_relational_set_and_a_window():
+    from utils.baselines import objects_in_one_window
+    from utils.data import make_relational
+
+    digits, _ = load_digits()
+    with pytest.raises(TypeError, match="must be a make_relational set, which carries object_masks and object_boxes"):
+        objects_in_one_window(digits, 14)
+    with pytest.raises(ValueError, match="window must be a whole number of pixels per side"):
+        objects_in_one_window(make_relational(2), 0)
+
+
 def test_deep_cnn_shapes_for_any_image_size():
     cnn = DeepCNN(3, 2, width=4)
     assert cnn(torch.rand(4, 3, 32, 32)).shape == (4, 2)

@@ -173,7 +173,7 @@ class Lesson:
     notebook: str  # in notebooks/
     interact: Callable  # drives the widgets after Run All: f(page, notebook's stem)
     min_images: int = 1  # plots and widget pictures that the widgets' part of the lesson draws
-    run_all_s: int = 180  # how long Run All of that part may take (VIT_QUICK=1 budgets under make test)
+    run_all_s: int = 180  # how long Run All of that part may take
 
 
 LESSONS = [

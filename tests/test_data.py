@@ -108,6 +108,21 @@ def test_relational_images_hold_two_far_apart_objects_and_balanced_labels(task):
             assert (spread_rows > spread_cols) == bool(label)
 
 
+@pytest.mark.parametrize("task", ["same_colour", "orientation"])
+def test_the_object_boxes_frame_each_object_and_nothing_else(task):
+    data = make_relational(60, task=task, seed=2)
+    assert data.object_boxes.shape == (60, 2, 4) and data.object_boxes.dtype == torch.int64
+    for mask, boxes in zip(data.object_masks, data.object_boxes):
+        inside = torch.zeros_like(mask)
+        for top, left, bottom, right in boxes.tolist():
+            assert bottom - top == right - left == 7  # object_size
+            assert mask[top:bottom, left:right].any()  # an object in each box
+            inside[top:bottom, left:right] = True
+        assert not (mask & ~inside).any()  # no object pixel outside the boxes
+        centres = (boxes[:, :2] + boxes[:, 2:]).float() / 2  # (2, 2)
+        assert torch.dist(centres[0], centres[1]) >= 14  # min_distance
+
+
 def test_same_colour_labels_match_the_pixels():
     data = make_relational(100, task="same_colour", seed=1)
     for image, mask, label in zip(data.images, data.object_masks, data.labels):

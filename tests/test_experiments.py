@@ -11,7 +11,9 @@ import scipy.stats
 import torch
 
 from utils.data import load_training_set, split_validation
-from utils.experiments import Comparison, Spread, compare, run_seeds, spread
+from utils.experiments import Comparison, Spread, compare, run_record, run_seeds, spread
+from utils.runtime import set_seed
+from utils.training import evaluate, fit
 from utils.vit import VisionTransformer, ViTConfig
 
 # ---- spread -------------------------------------------------------------------------------------
@@ -213,7 +215,17 @@ def tiny_model() -> VisionTransformer:
     )
 
 
-KEYS = ["seed", "val_accuracy", "test_accuracy", "steps", "seconds", "steps_per_second", "parameters", "multiply_adds"]
+KEYS = [
+    "seed",
+    "val_accuracy",
+    "test_accuracy",
+    "steps",
+    "epochs",
+    "seconds",
+    "steps_per_second",
+    "parameters",
+    "multiply_adds",
+]
 
 
 def test_run_seeds_is_deterministic(digits):
@@ -223,9 +235,10 @@ def test_run_seeds_is_deterministic(digits):
     assert [list(run) for run in first] == [KEYS] * 3
     assert [run["seed"] for run in first] == [0, 1, 2]
     for one, other in zip(first, again):
-        for key in ["seed", "val_accuracy", "test_accuracy", "steps", "parameters", "multiply_adds"]:
+        for key in ["seed", "val_accuracy", "test_accuracy", "steps", "epochs", "parameters", "multiply_adds"]:
             assert one[key] == other[key], key
     model = tiny_model()
+    assert first[0]["epochs"] == 2  # 240 training images in batches of 64: 4 steps a pass, the 5th starts a second
     assert first[0]["steps"] == 5 and first[0]["parameters"] == sum(p.numel() for p in model.parameters())
     assert first[0]["multiply_adds"] > 0 and first[0]["seconds"] > 0
     assert first[0]["steps_per_second"] == pytest.approx(5 / first[0]["seconds"])
@@ -292,3 +305,16 @@ def test_a_test_set_the_model_cannot_take_fails_before_training(digits, monkeypa
     monkeypatch.setattr(utils.experiments, "fit", no_training)
     with pytest.raises(ValueError, match="the test set does not fit the model"):
         run_seeds(tiny_model, train, val, bad_labels, [0], steps=1)
+
+
+def test_a_run_trained_by_hand_is_recorded_as_run_seeds_records_it(digits):
+    """run_record puts a run made with fit(...) beside run_seeds' runs: the same dict, the same numbers."""
+    train, val, test = digits
+    (by_seeds,) = run_seeds(tiny_model, train, val, test, [4], steps=5, lr=3e-3, batch_size=64)
+    set_seed(4)
+    model = tiny_model()
+    history = fit(model, train, val, steps=5, lr=3e-3, batch_size=64, seed=4, progress=False)
+    by_hand = run_record(model, history, evaluate(model, test)[1], seed=4, image_shape=(1, 8, 8))
+    assert list(by_hand) == KEYS
+    for key in ["seed", "val_accuracy", "test_accuracy", "steps", "epochs", "parameters", "multiply_adds"]:
+        assert by_hand[key] == by_seeds[key], key

@@ -1,4 +1,4 @@
-"""Seeding and device choice."""
+"""Seeding, the CPU thread count, device choice and a model's mode."""
 
 import random
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from utils.runtime import eval_mode, get_device, set_seed
+from utils.runtime import eval_mode, get_device, set_seed, torch_threads
 
 
 def draw():
@@ -108,3 +108,47 @@ def test_eval_mode_restores_each_submodule_and_survives_an_exception():
 def test_eval_mode_wants_a_module():
     with pytest.raises(ValueError, match="nn.Module, got function"), eval_mode(lambda x: x):
         pass
+
+
+def test_torch_threads_sets_the_count_and_restores_it_also_after_an_error():
+    before = torch.get_num_threads()
+    with torch_threads(1) as threads:
+        assert threads == torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError, match="boom"), torch_threads(1):
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == before
+    with torch_threads(None) as threads:  # None: torch's own choice, untouched
+        assert threads == before
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, 10**6])
+def test_torch_threads_refuses_a_count_that_is_no_positive_whole_number(bad):
+    with pytest.raises(ValueError, match="threads"), torch_threads(bad):
+        pass
+
+
+def test_a_fixed_thread_count_repeats_a_training_run_bit_for_bit_and_fit_restores_torchs_count():
+    """The reason fit and evaluate default to one thread: the count decides the order of additions.
+    Two runs on one thread give identical weights, whatever torch was set to around them."""
+    from utils.training import fit
+
+    images = torch.rand(64, 1, 8, 8)
+    labels = torch.arange(64) % 4
+    data = torch.utils.data.TensorDataset(images, labels)
+
+    def trained(threads_around: int) -> torch.Tensor:
+        torch.set_num_threads(threads_around)
+        set_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)
+        )
+        fit(model, data, steps=5, batch_size=16, progress=False)
+        assert torch.get_num_threads() == threads_around
+        return torch.cat([parameter.detach().flatten() for parameter in model.parameters()])
+
+    before = torch.get_num_threads()
+    try:
+        assert torch.equal(trained(1), trained(2))
+    finally:
+        torch.set_num_threads(before)

@@ -13,16 +13,16 @@ from torch.utils.data import DataLoader, TensorDataset
 from utils import VisionTransformer, ViTConfig, set_seed
 from utils.baselines import SmallCNN
 from utils.data import ImageDataset
+from utils.runtime import torch_threads
 from utils.training import (
     History,
     TrainingClock,
-    budget,
     confusion_matrix,
     evaluate,
     fit,
+    label_smoothing_floor,
     parameter_groups,
     predict,
-    quick_mode,
     random_shift,
     train_epoch,
     train_step,
@@ -209,7 +209,8 @@ def test_fit_gives_the_numbers_of_the_one_piece_loop(length, steps, decay_everyt
     model, reference = tiny_model(), tiny_model()
     reference.load_state_dict(model.state_dict())
     history = fit(model, train, val, progress=False, decay_everything=decay_everything, **options)
-    expected = reference_fit(reference, train, val, decay_everything=decay_everything, **options)
+    with torch_threads(1):  # fit trains on one thread: the same order of additions, the same bits
+        expected = reference_fit(reference, train, val, decay_everything=decay_everything, **options)
     for key in ("step", "lr", "train_loss", "train_accuracy", "val_loss", "val_accuracy"):
         assert getattr(history, key) == getattr(expected, key), key
     assert history.step == steps and history.epoch == [1, 2, 3]
@@ -255,17 +256,6 @@ def test_evaluate_and_predict_run_without_dropout_and_restore_the_mode(training)
     assert torch.equal(predict(model, test.images), expected)
     evaluate(model, test)
     assert model.training is training and model[1].training is training
-
-
-def test_budget_follows_quick_mode(monkeypatch):
-    monkeypatch.delenv("CI", raising=False)
-    monkeypatch.delenv("VIT_QUICK", raising=False)
-    assert not quick_mode() and budget(60, 5) == {"time_budget": 60}
-    monkeypatch.setenv("CI", "true")
-    assert quick_mode() and budget(60, 5) == {"epochs": 5}
-    monkeypatch.delenv("CI")
-    monkeypatch.setenv("VIT_QUICK", "1")
-    assert budget(60, 5) == {"epochs": 5}
 
 
 # ---- budgets in steps --------------------------------------------------------------------------
@@ -649,8 +639,6 @@ def test_snapshots_need_a_position_table():
 def test_a_clock_without_an_end_is_refused():
     for total_steps, time_budget in [(None, None), (0, None), (None, 0), (None, -1.0)]:
         refused(lambda: TrainingClock(total_steps, time_budget), ValueError, r"total_steps|time_budget")
-    refused(lambda: budget(0, 5), ValueError, r"seconds .* greater than 0")
-    refused(lambda: budget(60, 0), ValueError, r"quick_epochs .* at least 1")
 
 
 def test_train_epoch_without_batches_says_so():
@@ -745,3 +733,33 @@ def test_random_shift_refuses_bad_shifts():
     refused(lambda: random_shift(images, -1, generator), ValueError, r"max_shift .* at least 0")
     refused(lambda: random_shift(images, 6, generator), ValueError, r"smaller than the images \(6 x 6\)")
     refused(lambda: random_shift(images[0], 1, generator), ValueError, r"\(N, C, H, W\)")
+
+
+@pytest.mark.parametrize("smoothing, classes", [(0.1, 10), (0.1, 2), (0.3, 5), (0.0, 10)])
+def test_the_label_smoothing_floor_is_the_loss_of_predicting_the_smoothed_target(smoothing, classes):
+    """Against torch's own loss: predicting exactly the smoothed target gives the floor, and any
+    other prediction gives more."""
+    target = torch.full((classes,), smoothing / classes)
+    target[0] += 1 - smoothing
+    floor = label_smoothing_floor(smoothing, classes)
+    at_target = F.cross_entropy(target.log()[None], torch.tensor([0]), label_smoothing=smoothing).item()
+    assert floor == pytest.approx(at_target, abs=1e-6)
+    for _ in range(20):
+        other = torch.randn(1, classes)
+        assert F.cross_entropy(other, torch.tensor([0]), label_smoothing=smoothing).item() >= floor - 1e-6
+
+
+def test_the_label_smoothing_floor_names_a_wrong_argument():
+    smoothing = r"label_smoothing must be a number, from 0 up to \(not including\) 1, got 1\.0"
+    refused(lambda: label_smoothing_floor(1.0, 10), ValueError, smoothing)
+    refused(lambda: label_smoothing_floor(0.1, 1), ValueError, r"num_classes must be a whole number, at least 2, got 1")
+
+
+def test_fit_evaluate_and_predict_refuse_a_thread_count_that_is_no_count():
+    model, data = tiny_model(), toy_set(16)
+    refused(lambda: fit(model, data, steps=1, threads=0, progress=False), ValueError, r"threads must be a whole number")
+    refused(lambda: evaluate(model, data, threads=2.5), TypeError, r"threads must be a whole number")
+    refused(lambda: predict(model, data.images, threads="1"), TypeError, r"threads must be a whole number")
+    before = torch.get_num_threads()
+    fit(model, data, steps=1, threads=None, progress=False)  # None: torch's own count, untouched
+    assert torch.get_num_threads() == before

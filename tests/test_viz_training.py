@@ -18,7 +18,7 @@ def test_show_batch_titles_each_image_with_its_class():
 def test_live_plot_draws_the_history_and_throttles():
     plot = LivePlot(interval=3600)
     history = History(
-        seconds=[1.0, 2.0],
+        step=[10, 20],
         train_loss=[2.0, 1.0],
         train_accuracy=[0.5, 0.7],
         val_loss=[2.1, 1.2],
@@ -28,7 +28,7 @@ def test_live_plot_draws_the_history_and_throttles():
     assert list(plot.accuracy_ax.lines[1].get_ydata()) == [0.4, 0.6]
     assert plot.accuracy_ax.lines[1].get_label() == plot.loss_ax.lines[1].get_label() == "validation"
     history.val_accuracy.append(0.9)
-    history.seconds.append(3.0)
+    history.step.append(30)
     history.train_loss.append(0.5)
     history.train_accuracy.append(0.8)
     history.val_loss.append(0.8)
@@ -37,11 +37,22 @@ def test_live_plot_draws_the_history_and_throttles():
     history.done = True
     plot.update(history)  # the end is always drawn
     assert list(plot.accuracy_ax.lines[1].get_ydata()) == [0.4, 0.6, 0.9]
+    assert list(plot.accuracy_ax.lines[1].get_xdata()) == [10, 20, 30]  # steps: the same on every machine
+    assert plot.accuracy_ax.get_xlabel() == "optimiser steps"
+
+
+def test_live_plot_draws_the_label_smoothing_floor():
+    plot = LivePlot(loss_floor=0.5)
+    history = History(step=[9], train_loss=[0.6], train_accuracy=[0.9], val_loss=[0.3], val_accuracy=[0.9], done=True)
+    plot.update(history)
+    floor = [line for line in plot.loss_ax.lines if line.get_label() == "lowest train loss possible"]
+    assert len(floor) == 1 and list(floor[0].get_ydata()) == [0.5, 0.5]
+    assert not any(line.get_linestyle() == "--" for line in LivePlot().loss_ax.lines)
 
 
 def test_live_plot_shows_a_curve_at_100_percent():
     plot = LivePlot()
-    history = History(seconds=[1.0], train_loss=[0.1], train_accuracy=[1.0], val_loss=[0.1], val_accuracy=[1.0])
+    history = History(step=[1], train_loss=[0.1], train_accuracy=[1.0], val_loss=[0.1], val_accuracy=[1.0])
     history.done = True
     plot.update(history)
     low, high = plot.accuracy_ax.get_ylim()
@@ -77,12 +88,12 @@ def test_the_training_plots_refuse_mismatched_input():
     with pytest.raises(ValueError, match=r"predictions must be class indices 0 .. 1, got 0 .. 5"):
         show_mistakes(images, torch.tensor([0, 1, 1, 0]), torch.tensor([0, 5, 1, 0]), classes)
     with pytest.raises(ValueError, match="the History that fit passes"):
-        LivePlot().update({"seconds": [1.0]})
-    uneven = History(seconds=[1.0, 2.0], train_loss=[2.0], train_accuracy=[0.5, 0.6])
+        LivePlot().update({"step": [1]})
+    uneven = History(step=[1, 2], train_loss=[2.0], train_accuracy=[0.5, 0.6])
     with pytest.raises(ValueError, match="one value per epoch"):
         LivePlot().update(uneven)
     with pytest.raises(ValueError, match="one value per epoch"):
-        LivePlot().update(History(seconds=[1.0], train_loss=[2.0], train_accuracy=[0.5], val_accuracy=[0.1, 0.2]))
+        LivePlot().update(History(step=[1], train_loss=[2.0], train_accuracy=[0.5], val_accuracy=[0.1, 0.2]))
 
 
 @pytest.mark.parametrize(
@@ -93,6 +104,8 @@ def test_the_training_plots_refuse_mismatched_input():
         (dict(size="4"), TypeError, r"size must be a number"),
         (dict(interval=-1), ValueError, r"interval must be a finite number of seconds between redraws, at least 0"),
         (dict(title=3), TypeError, r"title must be a str, got 3 \(int\)"),
+        (dict(loss_floor=-0.1), ValueError, r"loss_floor must be a finite number \(a loss, in nats\), at least 0"),
+        (dict(loss_floor="0.5"), TypeError, r"loss_floor must be a finite number .* got .0\.5. \(str\)"),
     ],
 )
 def test_live_plot_refuses_odd_settings(options, error, match):

@@ -79,8 +79,6 @@ def update_readme(text: str, rows: list[tuple[str, float, float | None]]) -> str
 def main(argv: list[str]) -> int:
     write_readme, write = "--readme" in argv, "--write" in argv
     paths = [Path(a) for a in argv if not a.startswith("--")] or sorted((ROOT / "notebooks").glob("*.ipynb"))
-    for variable in ("VIT_QUICK", "CI"):  # the full budgets, as a learner runs them
-        os.environ.pop(variable, None)
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # this venv's kernel
     rows = []
     for path in paths:

@@ -18,19 +18,28 @@ from utils.vit import VisionTransformer, ViTConfig
 from utils.weights import CHECKPOINT_DIR, save_trained
 
 # name -> (training set and its options, model config, fit options).
-# decay_everything=True: the shipped files were trained when fit decayed every parameter (biases,
-# norms, pos_embed and cls_token too); it keeps a rerun giving those very weights until the recipes
-# are retrained with fit's parameter groups.
+# decay_everything=True and threads=None: the shipped files were trained when fit decayed every
+# parameter (biases, norms, pos_embed and cls_token too) and ran on all of torch's threads (2 on the
+# machine that made them); both keep a rerun on such a machine giving those very weights until the
+# recipes are retrained with fit's parameter groups on one thread.
 RECIPES = {
     "digits": (
         dict(name="digits"),
         ViTConfig.tiny(image_size=8, patch_size=2, in_channels=1, num_classes=10),
-        dict(epochs=150, lr=3e-3, max_shift=1, label_smoothing=0.1, snapshot_every=55, decay_everything=True),
+        dict(
+            epochs=150,
+            lr=3e-3,
+            max_shift=1,
+            label_smoothing=0.1,
+            snapshot_every=55,
+            decay_everything=True,
+            threads=None,
+        ),
     ),
     "relational": (
         dict(name="relational", task="same_colour"),
         ViTConfig.tiny(image_size=32, patch_size=8, num_classes=2),
-        dict(epochs=25, lr=1e-3, snapshot_every=32, decay_everything=True),
+        dict(epochs=25, lr=1e-3, snapshot_every=32, decay_everything=True, threads=None),
     ),
 }
 

@@ -69,6 +69,37 @@ def receptive_field(model: nn.Module) -> int:
     return rf
 
 
+def objects_in_one_window(dataset: TensorDataset, window: int) -> torch.Tensor:
+    """(N,) bool: for each image of a make_relational set, whether some `window` x `window` square
+    of pixels holds a pixel of each of its two objects: only there can one CNN unit whose receptive
+    field is `window` compare the two (global average pooling then only adds units up).
+
+    Two pixels fit in one such square when they are less than `window` apart along both axes, so
+    the test is: the smallest max(|rows apart|, |columns apart|) over the pixel pairs < window.
+
+    Args:
+        dataset: a make_relational set (it carries object_masks and object_boxes).
+        window: the side of the square in pixels, e.g. SmallCNN(...).receptive_field.
+    """
+    window = check_whole(window, "window", meaning=" of pixels per side")
+    masks, boxes = getattr(dataset, "object_masks", None), getattr(dataset, "object_boxes", None)
+    if masks is None or boxes is None:
+        raise WrongTypeError(
+            f"dataset must be a make_relational set, which carries object_masks and object_boxes, got "
+            f"{type(dataset).__name__} without them"
+        )
+    together = torch.zeros(len(masks), dtype=torch.bool)
+    for i, (mask, image_boxes) in enumerate(zip(masks, boxes)):  # (H, W), (2, 4)
+        pixels = []
+        for top, left, bottom, right in image_boxes.tolist():
+            inside = torch.zeros_like(mask)
+            inside[top:bottom, left:right] = True
+            pixels.append((mask & inside).nonzero())  # (P, 2) rows and columns of one object
+        apart = (pixels[0][:, None, :] - pixels[1][None, :, :]).abs().amax(dim=-1)  # (P0, P1)
+        together[i] = bool(apart.min() < window)
+    return together
+
+
 class _ConvNet(nn.Module):
     """What the course's CNNs share: `features` then `head`, the checks of the images, the
     receptive field and matching a parameter count."""

@@ -238,14 +238,17 @@ def make_relational(
     a ValueError with the numbers.
 
     Returns:
-        ImageDataset with images (N, 3, H, W) in [0, 1], labels (N,), and `object_masks`
-        (N, H, W) bool, True on the objects' pixels (to check where a model looks).
+        ImageDataset with images (N, 3, H, W) in [0, 1], labels (N,), `object_masks`
+        (N, H, W) bool, True on the objects' pixels (to check where a model looks), and
+        `object_boxes` (N, 2, 4) int64, each object's square as (top, left, bottom, right), the
+        last two exclusive.
     """
     _check_relational(num_images, task, image_size, object_size, min_distance, noise, seed)
     rng = np.random.default_rng(seed)
     colours = np.array(list(COLOURS.values()), dtype=np.float32)  # (4, 3)
     images = rng.normal(0.08, noise, size=(num_images, image_size, image_size, 3)).astype(np.float32)
     masks = np.zeros((num_images, image_size, image_size), dtype=bool)
+    boxes = np.zeros((num_images, 2, 4), dtype=np.int64)  # (image, object, (top, left, bottom, right))
     labels = np.arange(num_images) % 2  # half and half, then shuffled below
     rng.shuffle(labels)
     span = image_size - object_size + 1
@@ -271,6 +274,7 @@ def make_relational(
                 related[1] = related[0]
             free = rng.integers(0, len(SHAPES) if task == "same_colour" else len(colours), size=2)
             colour_ids, shape_ids = (related, free) if task == "same_colour" else (free, related)
+        boxes[i, :, :2], boxes[i, :, 2:] = corners, corners + object_size
         for (top, left), colour, shape in zip(corners, colour_ids, shape_ids):
             mask = shape_mask(SHAPES[shape], object_size)
             window = (slice(top, top + object_size), slice(left, left + object_size))
@@ -280,6 +284,7 @@ def make_relational(
     images = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()  # (N, 3, H, W)
     dataset = ImageDataset(images, torch.from_numpy(labels).long(), RELATIONAL_TASKS[task])
     dataset.object_masks = torch.from_numpy(masks)
+    dataset.object_boxes = torch.from_numpy(boxes)
     return dataset
 
 

@@ -322,6 +322,27 @@ def _check_test_fits(model: nn.Module, test: TensorDataset) -> None:
         raise ValueError(f"the test set does not fit the model built by build_model: {error}") from error
 
 
+def run_record(model: nn.Module, history, test_accuracy: float, seed: int, image_shape: tuple[int, ...]) -> dict:
+    """What run_seeds keeps of one trained model (see run_seeds' Returns): a run trained by hand
+    with fit(...) can be put beside run_seeds' runs with it.
+
+    Args:
+        model: the trained model; history: what fit returned; test_accuracy: evaluate(model, test)[1];
+        seed: the seed of the run; image_shape: (C, H, W) of one image, for the multiply-adds.
+    """
+    return {
+        "seed": seed,
+        "val_accuracy": history.final_val_accuracy,
+        "test_accuracy": test_accuracy,
+        "steps": history.step[-1],
+        "epochs": history.epoch[-1],
+        "seconds": history.seconds[-1],
+        "steps_per_second": history.steps_per_second,
+        "parameters": sum(parameter.numel() for parameter in model.parameters()),
+        "multiply_adds": multiply_adds(model, image_shape),
+    }
+
+
 def run_seeds(
     build_model: Callable[[], nn.Module],
     train: TensorDataset,
@@ -348,6 +369,7 @@ def run_seeds(
             val_accuracy: accuracy on val after the last epoch (a fraction from 0 to 1).
             test_accuracy: accuracy on test, measured once at the end.
             steps: optimiser steps done.
+            epochs: passes over train started (the last may be cut short by a budget in steps).
             seconds: wall time of the training (val evaluations included); depends on the machine.
             steps_per_second: steps / seconds; depends on the machine.
             parameters: the model's number of parameters.
@@ -385,17 +407,6 @@ def run_seeds(
             _check_test_fits(model, test)
         history = fit(model, train, val, seed=seed, progress=False, **fit_options)
         _, test_accuracy = evaluate(model, test)
-        results.append(
-            {
-                "seed": seed,
-                "val_accuracy": history.final_val_accuracy,
-                "test_accuracy": test_accuracy,
-                "steps": history.step[-1],
-                "seconds": history.seconds[-1],
-                "steps_per_second": history.steps_per_second,
-                "parameters": sum(parameter.numel() for parameter in model.parameters()),
-                "multiply_adds": multiply_adds(model, image_shape),
-            }
-        )
+        results.append(run_record(model, history, test_accuracy, seed, image_shape))
         previous = model
     return results

@@ -1,4 +1,5 @@
-"""Where the course's code runs and how it repeats: seeding, device choice, and a model's mode."""
+"""Where the course's code runs and how it repeats: seeding, the number of CPU threads, device
+choice, and a model's mode."""
 
 import os
 import random
@@ -8,6 +9,10 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 from torch import nn
+
+from utils.validation import check_whole
+
+MAX_THREADS = 4096  # more CPU threads than any machine has: a typo, not a request
 
 
 def set_seed(seed: int = 0) -> int:
@@ -19,6 +24,33 @@ def set_seed(seed: int = 0) -> int:
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
     return seed
+
+
+def check_threads(threads) -> int | None:
+    """`threads` as an int from 1 to MAX_THREADS, or None (torch's own choice)."""
+    if threads is None:
+        return None
+    return check_whole(threads, "threads", maximum=MAX_THREADS, meaning=" of CPU threads (None: torch's own choice)")
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[int]:
+    """Run a `with` block on `threads` CPU threads (None: leave torch's setting), then restore the
+    number torch used before, also when the block raises. Yields the number in use.
+
+    PyTorch splits sums and matrix products over its threads, so the thread count decides the
+    order of the additions and with it the last bits of every result; over hundreds of training
+    steps those bits grow into different weights and a different accuracy. A fixed count (fit
+    uses 1) gives the same numbers on a 1-core Binder and an 8-core laptop.
+    """
+    threads = check_threads(threads)
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
 
 
 def get_device(name: str | None = None) -> torch.device:

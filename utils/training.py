@@ -5,13 +5,13 @@
 a learning-rate multiplier per group), a linear warm-up and a cosine decay, optional label
 smoothing and random-shift augmentation; it evaluates a validation set after every epoch, shows a
 tqdm progress bar (the notebook widget in Jupyter) and returns a `History`. Budgeted in `steps` or
-`epochs`, training is deterministic on the CPU given `seed`; a `time_budget` makes the number of
-steps, and so the result, depend on the machine's speed.
+`epochs` and run on one CPU thread (the default), training gives the same numbers on every CPU
+machine given `seed`; a `time_budget` makes the number of steps, and so the result, depend on the
+machine's speed. `label_smoothing_floor` is the lowest training loss label smoothing allows.
 """
 
 import difflib
 import math
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +23,7 @@ from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
 from utils.datasets import check_dataset, check_float_images, check_labels
-from utils.runtime import eval_mode
+from utils.runtime import check_threads, eval_mode, torch_threads
 from utils.validation import (
     WrongTypeError,
     check_flag,
@@ -336,6 +336,19 @@ def warmup_cosine(progress: float, warmup: float = 0.1) -> float:
     return 0.5 * (1 + math.cos(math.pi * min(1.0, (progress - warmup) / (1 - warmup))))
 
 
+def label_smoothing_floor(label_smoothing: float, num_classes: int) -> float:
+    """The lowest training loss label smoothing allows: the entropy of the smoothed target, which
+    puts 1 - s + s/K on the right class and s/K on each of the K - 1 others (nats).
+
+    A model reaches it only by predicting exactly that target; its cross-entropy cannot go lower, so
+    a train loss resting near this floor is not underfitting. 0 without smoothing.
+    """
+    s = check_probability(label_smoothing, "label_smoothing")
+    k = check_whole(num_classes, "num_classes", minimum=2)
+    right, other = 1 - s + s / k, s / k
+    return -(right * math.log(right) + (k - 1) * other * math.log(other)) if s > 0 else 0.0
+
+
 def random_shift(images: torch.Tensor, max_shift: int, generator: torch.Generator) -> torch.Tensor:
     """Move every image by a random whole number of pixels (up to max_shift each way), zero-filled.
 
@@ -398,13 +411,16 @@ def train_step(
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, dataset: TensorDataset, batch_size: int = 128) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy of `model` on `dataset` (eval mode, no gradients)."""
+def evaluate(
+    model: nn.Module, dataset: TensorDataset, batch_size: int = 128, threads: int | None = 1
+) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of `model` on `dataset` (eval mode, no gradients), on
+    `threads` CPU threads (as fit: the same numbers on every machine; None: torch's choice)."""
     device, dtype = _check_model(model)
     images, labels = check_dataset(dataset, "dataset", dtype=dtype)
     batch_size = _check_batch_size(batch_size)
     total_loss, correct = 0.0, 0
-    with eval_mode(model):
+    with eval_mode(model), torch_threads(threads):
         for start in range(0, len(labels), batch_size):
             x = images[start : start + batch_size].to(device)
             y = labels[start : start + batch_size].to(device)
@@ -416,12 +432,12 @@ def evaluate(model: nn.Module, dataset: TensorDataset, batch_size: int = 128) ->
 
 
 @torch.no_grad()
-def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 128) -> torch.Tensor:
-    """Predicted class of every image: (N, C, H, W) -> (N,)."""
+def predict(model: nn.Module, images: torch.Tensor, batch_size: int = 128, threads: int | None = 1) -> torch.Tensor:
+    """Predicted class of every image: (N, C, H, W) -> (N,), on `threads` CPU threads (as evaluate)."""
     device, dtype = _check_model(model)
     check_float_images(images, dtype=dtype)
     batch_size = _check_batch_size(batch_size)
-    with eval_mode(model):
+    with eval_mode(model), torch_threads(threads):
         predictions = [
             model(images[start : start + batch_size].to(device)).argmax(dim=-1).cpu()
             for start in range(0, len(images), batch_size)
@@ -580,6 +596,7 @@ def fit(
     snapshot_every: int | None = None,
     on_epoch: Callable[[History], None] | None = None,
     progress: bool = True,
+    threads: int | None = 1,
 ) -> History:
     """Train `model` with AdamW and a warm-up + cosine schedule; evaluate on `val` every epoch.
 
@@ -607,6 +624,10 @@ def fit(
         on_epoch: called with the history after every epoch, and once more when training has
             ended (history.done is then True), e.g. a live plot.
         progress: show a progress bar.
+        threads: CPU threads to train on (restored afterwards). The count changes the order of
+            additions and so the last bits, which training grows into a different result: a fixed
+            count gives the same numbers on every machine. 1 (the default) costs little for the
+            course's tiny models; None keeps torch's choice (all cores: faster for big models).
     Returns:
         the History.
     Raises:
@@ -629,6 +650,7 @@ def fit(
     if on_epoch is not None and not callable(on_epoch):
         raise WrongTypeError(f"on_epoch must be a function of the history (or None), got {type(on_epoch).__name__}")
     progress = check_flag(progress, "progress")
+    threads = check_threads(threads)
     if epochs is not None:
         steps = epochs * math.ceil(len(labels) / batch_size)
     generator = torch.Generator().manual_seed(seed)
@@ -650,40 +672,41 @@ def fit(
         report.step(epoch, loss, accuracy)
 
     model.train()
-    try:
-        while clock.steps == 0 or not clock.finished():  # at least one step, however short the budget
-            epoch += 1
-            batches = shuffled_batches(images, labels, batch_size, max_shift, generator, device)
-            train_loss, train_accuracy = train_epoch(
-                model,
-                optimizer,
-                batches,
-                clock,
-                lr=lr,
-                warmup=warmup,
-                label_smoothing=label_smoothing,
-                on_step=after_step,
-            )
-            history.epoch.append(epoch)
-            history.step.append(clock.steps)
-            history.seconds.append(clock.seconds())
-            history.lr.append(lr * clock.lr_factor)
-            history.train_loss.append(train_loss)
-            history.train_accuracy.append(train_accuracy)
-            if val is not None:
-                val_loss, val_accuracy = evaluate(model, val)
-                history.val_loss.append(val_loss)
-                history.val_accuracy.append(val_accuracy)
-                report.epoch(epoch, train_loss, val_accuracy)
+    with torch_threads(threads):
+        try:
+            while clock.steps == 0 or not clock.finished():  # at least one step, however short the budget
+                epoch += 1
+                batches = shuffled_batches(images, labels, batch_size, max_shift, generator, device)
+                train_loss, train_accuracy = train_epoch(
+                    model,
+                    optimizer,
+                    batches,
+                    clock,
+                    lr=lr,
+                    warmup=warmup,
+                    label_smoothing=label_smoothing,
+                    on_step=after_step,
+                )
+                history.epoch.append(epoch)
+                history.step.append(clock.steps)
+                history.seconds.append(clock.seconds())
+                history.lr.append(lr * clock.lr_factor)
+                history.train_loss.append(train_loss)
+                history.train_accuracy.append(train_accuracy)
+                if val is not None:
+                    val_loss, val_accuracy = evaluate(model, val, threads=threads)
+                    history.val_loss.append(val_loss)
+                    history.val_accuracy.append(val_accuracy)
+                    report.epoch(epoch, train_loss, val_accuracy)
+                if on_epoch is not None:
+                    on_epoch(history)
+            if snapshot_every and history.snapshots[-1][0] != clock.steps:
+                snapshot()
+            history.done = True
             if on_epoch is not None:
                 on_epoch(history)
-        if snapshot_every and history.snapshots[-1][0] != clock.steps:
-            snapshot()
-        history.done = True
-        if on_epoch is not None:
-            on_epoch(history)
-    finally:
-        report.close()  # also when a step or on_epoch raises: no bar left hanging
+        finally:
+            report.close()  # also when a step or on_epoch raises: no bar left hanging
     model.eval()
     return history
 
@@ -706,17 +729,3 @@ def confusion_matrix(predictions: torch.Tensor, labels: torch.Tensor, num_classe
         raise ValueError(f"predictions and labels must be one per image, got {len(predictions)} and {len(labels)}")
     index = labels * num_classes + predictions  # (N,) one cell per (true, predicted) pair
     return torch.bincount(index, minlength=num_classes**2).reshape(num_classes, num_classes)
-
-
-def quick_mode() -> bool:
-    """True under CI (CI=true) or when VIT_QUICK=1: lessons then train for a few epochs."""
-    return os.environ.get("VIT_QUICK", "") not in ("", "0") or os.environ.get("CI", "").lower() == "true"
-
-
-def budget(seconds: float, quick_epochs: int) -> dict:
-    """How long a lesson cell trains, as keyword arguments for `fit`: `seconds` of wall time
-    normally; in quick mode a fixed number of epochs instead, so that tests get the same
-    result on every machine, fast or slow."""
-    seconds = check_positive(seconds, "seconds")
-    quick_epochs = check_whole(quick_epochs, "quick_epochs")
-    return {"epochs": quick_epochs} if quick_mode() else {"time_budget": seconds}

@@ -41,16 +41,22 @@ def show_batch(dataset: TensorDataset, count: int = 16, columns: int = 8, size: 
 
 
 class LivePlot:
-    """Loss and accuracy curves redrawn as training goes: pass `LivePlot().update` as fit's
-    on_epoch. In Jupyter it redraws one figure in place, at most every `interval` seconds (an
-    epoch of the digits lasts a third of a second, and drawing costs about as much) and once
-    at the end; elsewhere it only keeps the figure up to date."""
+    """Loss and accuracy curves against optimiser steps, redrawn as training goes: pass
+    `LivePlot().update` as fit's on_epoch. In Jupyter it redraws one figure in place, at most every
+    `interval` seconds (an epoch of the digits lasts a tenth of a second, and drawing costs more)
+    and once at the end; elsewhere it only keeps the figure up to date.
 
-    def __init__(self, title: str = "", size: float = 4.0, interval: float = 5.0):
+    loss_floor: a dashed line at the lowest training loss possible, e.g. the entropy of
+    label-smoothed targets (utils.training.label_smoothing_floor); None draws none."""
+
+    def __init__(self, title: str = "", size: float = 4.0, interval: float = 5.0, loss_floor: float | None = None):
         if not isinstance(title, str):
             raise WrongTypeError(f"title must be a str, got {describe(title)}")
         size = check_number(size, "size", low=0, low_open=True, high=20, meaning=" of inches")
         interval = check_number(interval, "interval", low=0, meaning=" of seconds between redraws")
+        if loss_floor is not None:
+            loss_floor = check_number(loss_floor, "loss_floor", low=0, meaning=" (a loss, in nats)")
+        self.loss_floor = loss_floor
         self.fig, (self.loss_ax, self.accuracy_ax) = plt.subplots(1, 2, figsize=(2.2 * size, 0.7 * size), dpi=DPI)
         self.fig.suptitle(title)
         self.handle = None
@@ -60,25 +66,27 @@ class LivePlot:
 
     def update(self, history) -> None:
         """Redraw the curves of `history` (a training.History), unless the last drawing is recent."""
-        curves = ("seconds", "train_loss", "train_accuracy", "val_loss", "val_accuracy", "done")
+        curves = ("step", "train_loss", "train_accuracy", "val_loss", "val_accuracy", "done")
         if not all(hasattr(history, name) for name in curves):
             raise ValueError(f"expected the History that fit passes to on_epoch, got {type(history).__name__}")
         lengths = {name: len(getattr(history, name)) for name in curves[:-1]}
         validated = {lengths["val_loss"], lengths["val_accuracy"]} - {0}
-        if len({lengths["seconds"], lengths["train_loss"], lengths["train_accuracy"], *validated}) != 1:
+        if len({lengths["step"], lengths["train_loss"], lengths["train_accuracy"], *validated}) != 1:
             raise ValueError(f"expected one value per epoch in every curve of the history, got lengths {lengths}")
         if not history.done and time.perf_counter() - self.last_draw < self.interval:
             return
         self.last_draw = time.perf_counter()
         for ax in (self.loss_ax, self.accuracy_ax):
             ax.clear()
-            ax.set_xlabel("seconds")
+            ax.set_xlabel("optimiser steps")
             ax.grid(alpha=0.3)
-        self.loss_ax.plot(history.seconds, history.train_loss, label="train")
-        self.accuracy_ax.plot(history.seconds, history.train_accuracy, label="train")
+        self.loss_ax.plot(history.step, history.train_loss, label="train")
+        self.accuracy_ax.plot(history.step, history.train_accuracy, label="train")
         if history.val_accuracy:
-            self.loss_ax.plot(history.seconds, history.val_loss, label="validation")
-            self.accuracy_ax.plot(history.seconds, history.val_accuracy, label="validation")
+            self.loss_ax.plot(history.step, history.val_loss, label="validation")
+            self.accuracy_ax.plot(history.step, history.val_accuracy, label="validation")
+        if self.loss_floor is not None:
+            self.loss_ax.axhline(self.loss_floor, color="grey", linestyle="--", label="lowest train loss possible")
         self.loss_ax.set_title("loss")
         self.accuracy_ax.set_title("accuracy")
         self.accuracy_ax.set_ylim(0, 1.02)  # a little above 1: a curve at 100 % stays in sight

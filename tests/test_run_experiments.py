@@ -1,0 +1,52 @@
+"""tools/run_experiments.py (`make experiments`): runs lesson 6's experiments over the seeds in
+worker processes and merges them into the shipped results file."""
+
+import json
+import re
+
+import pytest
+from lessons import ROOT
+
+from tools.run_experiments import main, run_all, write
+from utils.ablations import EXPERIMENTS, SEEDS, shipped_results, shipped_runs
+
+
+def test_a_worker_process_reproduces_a_shipped_run():
+    """The cheapest experiment (a DeepCNN on the digits, 600 steps, a few seconds) run as `make
+    experiments` runs it, in a worker process: the shipped seed-0 numbers again."""
+    name = "digits, 600 steps, DeepCNN"
+    (run,) = run_all([name], [0], workers=1, log=lambda line: None)[name]
+    stored = shipped_runs(name)[0]
+    assert stored["seed"] == run["seed"] == 0
+    assert run["val_accuracy"] == pytest.approx(stored["val_accuracy"], abs=2 / 269)  # 2 images, as in test_ablations
+    assert run["test_accuracy"] == pytest.approx(stored["test_accuracy"], abs=2 / 450)
+    assert run["steps"] == stored["steps"] == 600
+
+
+def test_write_merges_into_the_file_keeps_the_experiments_order_and_drops_unknown_ones(tmp_path):
+    path = tmp_path / "results.json"
+    shipped = shipped_results()
+    path.write_text(json.dumps({**shipped, "experiments": {**shipped["experiments"], "gone": {"runs": []}}}))
+    fake = [{**run, "val_accuracy": 0.5} for run in shipped_runs("digits")]
+    write(path, {"digits": fake})
+    written = json.loads(path.read_text())
+    assert list(written["experiments"]) == list(EXPERIMENTS)  # "gone" dropped, the order kept
+    assert written["experiments"]["digits"]["runs"] == fake
+    assert written["experiments"]["digits"]["recipe"] == EXPERIMENTS["digits"].as_dict()
+    assert written["experiments"]["same colour"] == shipped["experiments"]["same colour"]  # untouched
+    assert written["seeds"] == list(SEEDS) and not list(tmp_path.glob("*.partial"))
+
+
+def test_an_unknown_experiment_or_no_worker_is_refused_before_anything_runs(capsys):
+    with pytest.raises(SystemExit):
+        main(["imagenet"])
+    assert "no experiment 'imagenet'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["digits", "--workers", "0"])
+    assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+def test_make_experiments_runs_this_script():
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^experiments:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert recipe and "tools/run_experiments.py" in recipe[1]
