@@ -8,7 +8,7 @@ import torch
 from checker_cases import assert_each_named_as_itself
 
 from utils import scaled_dot_product_attention
-from utils.checks.attention import check_attention, check_masked_softmax
+from utils.checks.attention import check_attention, check_causal_attention, check_masked_softmax
 from utils.checks.core import CheckFailed
 
 
@@ -280,10 +280,209 @@ def test_results_that_need_grad_pass(capsys):
     assert capsys.readouterr().out.count("✓") == 3
 
 
+# ---- causal attention: query i may attend to the keys j <= i ----------------------------------
+
+
+def lower(q, diagonal=0):
+    """(N, N) boolean, True where key j <= query i + diagonal."""
+    N = q.shape[-2]
+    return torch.ones(N, N, dtype=torch.bool).tril(diagonal)
+
+
+def causal_with(weights_fn, out_fn=lambda w, q, k, v: w @ v):
+    """A causal_attention(q, k, v) whose weights and output follow the given (maybe wrong) rules."""
+
+    def causal_attention(q, k, v):
+        weights = weights_fn(q, k)
+        return out_fn(weights, q, k, v), weights
+
+    return causal_attention
+
+
+def scaled(q, k):
+    return scores(q, k) / sqrt_d(q)
+
+
+def causal_weights(q, k):
+    return scaled(q, k).masked_fill(~lower(q), NEG_INF).softmax(-1)
+
+
+def reference_causal_attention(q, k, v):
+    return scaled_dot_product_attention(q, k, v, mask=lower(q))
+
+
+def causal_from_torch(q, k, v):  # torch's kernel for the output, the weights written out
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True), causal_weights(q, k)
+
+
+def causal_hidden_future(q, k, v):  # the mask of the hidden keys instead: triu(1), filled where True
+    weights = scaled(q, k).masked_fill(lower(q).logical_not(), -1e9).softmax(-1)
+    return weights @ v, weights
+
+
+def causal_renormalised(q, k, v):  # mathematically the same: zero the future after the softmax, renormalise
+    weights = scaled(q, k).softmax(-1) * lower(q)
+    weights = weights / weights.sum(-1, keepdim=True)
+    return weights @ v, weights
+
+
+def test_check_causal_attention_passes_the_reference_and_equivalents(capsys):
+    check_causal_attention(reference_causal_attention)
+    first = capsys.readouterr().out
+    assert "✓ causal_attention matches the reference on 3 cases (out and weights): exact" in first
+    assert "is_causal=True" in first
+    for right in (causal_from_torch, causal_hidden_future, causal_renormalised):
+        check_causal_attention(right)
+    assert capsys.readouterr().out.count("✓") == 3
+
+
+def mask_from_width(q, k, v):
+    d = q.shape[-1]
+    weights = scaled(q, k).masked_fill(~torch.ones(d, d, dtype=torch.bool).tril(), NEG_INF).softmax(-1)
+    return weights @ v, weights
+
+
+def float_mask(q, k, v):
+    mask = torch.ones(q.shape[-2], q.shape[-2]).tril()  # float: masked_fill refuses it
+    weights = scaled(q, k).masked_fill(mask, NEG_INF).softmax(-1)
+    return weights @ v, weights
+
+
+def inverted_float_mask(q, k, v):
+    mask = torch.ones(q.shape[-2], q.shape[-2]).tril()
+    weights = scaled(q, k).masked_fill(~mask, NEG_INF).softmax(-1)  # ~ refuses a float tensor
+    return weights @ v, weights
+
+
+def unmasked_out(q, k, v):
+    weights = causal_weights(q, k)
+    return scaled(q, k).softmax(-1) @ v, weights
+
+
+CAUSAL_MISTAKES = [  # (name, wrong causal_attention, regex naming the mistake)
+    (
+        "mask after the softmax",
+        causal_with(lambda q, k: scaled(q, k).softmax(-1) * lower(q)),
+        "future keys are hidden after the softmax",
+    ),
+    (
+        "tril of the weights",
+        causal_with(lambda q, k: scaled(q, k).softmax(-1).tril()),
+        "future keys are hidden after the softmax",
+    ),
+    (
+        "mask transposed (j >= i)",
+        causal_with(lambda q, k: scaled(q, k).masked_fill(~lower(q).T, NEG_INF).softmax(-1)),
+        r"mask is transposed: it keeps the keys j >= i",
+    ),
+    (
+        "masked with 0",
+        causal_with(lambda q, k: scaled(q, k).masked_fill(~lower(q), 0.0).softmax(-1)),
+        r"set to 0, not -inf",
+    ),
+    ("scores times the mask", causal_with(lambda q, k: (scaled(q, k) * lower(q)).softmax(-1)), r"set to 0, not -inf"),
+    ("tril of the scores", causal_with(lambda q, k: scaled(q, k).tril().softmax(-1)), r"set to 0, not -inf"),
+    (
+        "not scaled",
+        causal_with(lambda q, k: scores(q, k).masked_fill(~lower(q), NEG_INF).softmax(-1)),
+        r"not scaled: divide q @ k\^T by sqrt\(d\)",
+    ),
+    (
+        "scale after the softmax",
+        causal_with(lambda q, k: scores(q, k).masked_fill(~lower(q), NEG_INF).softmax(-1) / sqrt_d(q)),
+        "scale is applied after the softmax",
+    ),
+    (
+        "mask inverted",
+        causal_with(lambda q, k: scaled(q, k).masked_fill(lower(q), NEG_INF).softmax(-1)),
+        "mask is inverted: it hides the keys j <= i",
+    ),
+    (
+        "diagonal hidden",
+        causal_with(lambda q, k: scaled(q, k).masked_fill(~lower(q, -1), NEG_INF).softmax(-1)),
+        "each token hides itself too",
+    ),
+    ("no mask", causal_with(lambda q, k: scaled(q, k).softmax(-1)), "your weights have no causal mask"),
+    (
+        "softmax over the queries",
+        causal_with(lambda q, k: scaled(q, k).masked_fill(~lower(q), NEG_INF).softmax(-2)),
+        "softmax runs over the wrong axis",
+    ),
+    (
+        "masked scores returned",
+        causal_with(lambda q, k: scaled(q, k).masked_fill(~lower(q), NEG_INF)),
+        "returned the masked scores as the weights",
+    ),
+    ("out ignores the mask", unmasked_out, "your out ignores the mask"),
+    ("weights as output", causal_with(causal_weights, lambda w, q, k, v: w), "multiply them by v"),
+    (
+        "weights @ q",
+        causal_with(causal_weights, lambda w, q, k, v: w @ q),
+        "averages the queries \\(weights @ q\\)",
+    ),
+    (
+        "(weights, out) returned",
+        lambda q, k, v: reference_causal_attention(q, k, v)[::-1],
+        "you returned \\(weights, out\\)",
+    ),
+    ("mask built from the width d", mask_from_width, r"build it from the number of tokens N = q.shape\[-2\]"),
+    ("float mask", float_mask, "the mask must be boolean"),
+    ("~ on a float mask", inverted_float_mask, "the mask must be boolean"),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", CAUSAL_MISTAKES, ids=[m[0] for m in CAUSAL_MISTAKES])
+def test_check_causal_attention_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_causal_attention(wrong)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda q, k, v: q, "expected a pair of tensors \\(out, weights\\), got Tensor"),
+        (lambda q, k, v: None, "expected a pair of tensors .* forget to `return`"),
+        (causal_with(lambda q, k: causal_weights(q, k) * 1.01), "^weights: values differ"),
+        (
+            causal_with(lambda q, k: (scaled(q, k) + 0.3 * (~lower(q))).softmax(-1)),
+            "query i gives weight up to .* to later keys j > i",
+        ),
+        (causal_with(causal_weights, lambda w, q, k, v: w @ v * 1.01), "^out: values differ .* max difference"),
+        (lambda q, k, v: (v[..., :1], causal_weights(q, k)[..., :1]), "expected weights of shape"),
+    ],
+)
+def test_check_causal_attention_is_neutral_when_it_cannot_tell(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_causal_attention(wrong)
+
+
+@pytest.mark.parametrize("spoil, words", SPOILED, ids=SPOILED_IDS)
+@pytest.mark.parametrize("which", ["out", "weights"])
+def test_check_causal_attention_names_a_spoiled_result(which, spoil, words):
+    def spoiled(q, k, v):
+        out, weights = reference_causal_attention(q, k, v)
+        return (spoil(out), weights) if which == "out" else (out, spoil(weights))
+
+    with pytest.raises(CheckFailed, match=f"^{which}: .*{words}"):
+        check_causal_attention(spoiled)
+
+
+def test_a_blank_causal_attention_passes_its_hint_through():
+    def blank(q, k, v):
+        raise NotImplementedError("Hint: ...")
+
+    with pytest.raises(NotImplementedError, match="Hint"):
+        check_causal_attention(blank)
+
+
 @pytest.mark.parametrize(
     "checker, mistakes",
-    [(check_attention, ATTENTION_MISTAKES), (check_masked_softmax, MASKED_SOFTMAX_MISTAKES)],
-    ids=["attention", "masked_softmax"],
+    [
+        (check_attention, ATTENTION_MISTAKES),
+        (check_masked_softmax, MASKED_SOFTMAX_MISTAKES),
+        (check_causal_attention, CAUSAL_MISTAKES),
+    ],
+    ids=["attention", "masked_softmax", "causal_attention"],
 )
 def test_no_mistake_is_named_as_another(checker, mistakes):
     assert len(assert_each_named_as_itself(checker, mistakes)) == len(mistakes)

@@ -10,8 +10,13 @@ from checker_cases import assert_each_named_as_itself
 
 from utils import prepend_cls_token, resize_pos_embed, sincos_pos_embed_2d
 from utils.checks.core import CheckFailed
-from utils.checks.embeddings import check_resize_pos_embed, check_sincos_2d, check_token_sequence
-from utils.embeddings import sincos_1d
+from utils.checks.embeddings import (
+    check_resize_pos_embed,
+    check_sincos_2d,
+    check_token_sequence,
+    check_xy_pos_embed,
+)
+from utils.embeddings import sincos_1d, xy_pos_embed
 
 # ---- check_token_sequence -------------------------------------------------------------------
 
@@ -155,6 +160,33 @@ def sincos_by_hand(
     return table.unsqueeze(0)
 
 
+def big_vision_port(h, w, width, temperature=10_000.0):
+    """big_vision's posemb_sincos_2d (vit.py), line by line in torch: (1, h * w, width), no class-token row."""
+    y, x = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")  # jnp.mgrid[:h, :w]
+    omega = torch.arange(width // 4) / (width // 4 - 1)
+    omega = 1.0 / (temperature**omega)
+    y = torch.einsum("m,d->md", y.flatten().float(), omega)
+    x = torch.einsum("m,d->md", x.flatten().float(), omega)
+    pe = torch.cat([torch.sin(x), torch.cos(x), torch.sin(y), torch.cos(y)], dim=1)
+    return pe.float()[None, :, :]
+
+
+def lucidrains_port(h, w, dim, temperature=10000):
+    """vit-pytorch's simple_vit posemb_sincos_2d: the same table as (h * w, dim), no batch axis."""
+    y, x = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    omega = torch.arange(dim // 4) / (dim // 4 - 1)
+    omega = 1.0 / (temperature**omega)
+    y = y.flatten()[:, None] * omega[None, :]
+    x = x.flatten()[:, None] * omega[None, :]
+    return torch.cat((x.sin(), x.cos(), y.sin(), y.cos()), dim=1).float()
+
+
+BIG_VISION_WORDS = (
+    r"that is big_vision's variant .*: omega_i = 1/10000\^\(i/\(D/4 - 1\)\) and no class-token row; "
+    r"this exercise uses MAE's i/\(D/4\)"
+)
+
+
 def test_sincos_by_hand_is_the_reference():
     torch.testing.assert_close(sincos_by_hand(3, 5, 16), sincos_pos_embed_2d((3, 5), 16), atol=1e-6, rtol=0)
 
@@ -166,7 +198,11 @@ SINCOS_MISTAKES = [  # (name, wrong sincos_2d, regex naming the mistake)
         "rows and columns are swapped",
     ),
     ("cos before sin", lambda r, c, D: sincos_by_hand(r, c, D, order="cos-sin"), "sin and cos are swapped"),
-    ("interleaved", lambda r, c, D: sincos_by_hand(r, c, D, order="interleaved"), "interleaved"),
+    (
+        "interleaved",
+        lambda r, c, D: sincos_by_hand(r, c, D, order="interleaved"),
+        "interleaved .*original Transformer's 1-D code.*MAE's layout, used here, puts all the sines",
+    ),
     ("1-D exponent 2i/D", lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: 2 * i / D), "full width D"),
     ("exponent i/D", lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: i / D), r"1/10000\^\(i/D\)"),
     ("not inverted", lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: -i / (D // 4)), "not inverted"),
@@ -174,8 +210,10 @@ SINCOS_MISTAKES = [  # (name, wrong sincos_2d, regex naming the mistake)
     (
         "exponent over D/4 - 1",
         lambda r, c, D: sincos_by_hand(r, c, D, exponent=lambda i: i / (D // 4 - 1)),
-        "divided by D/4 - 1",
+        r"divided by D/4 - 1 in the exponent, as big_vision's variant .* this exercise uses MAE's i/\(D/4\)",
     ),
+    ("big_vision's posemb_sincos_2d", lambda r, c, D: big_vision_port(r, c, D), BIG_VISION_WORDS),
+    ("lucidrains' posemb_sincos_2d", lambda r, c, D: lucidrains_port(r, c, D), BIG_VISION_WORDS),
     (
         "temperature 1000",
         lambda r, c, D: sincos_by_hand(r, c, D, temperature=1000),
@@ -386,13 +424,135 @@ def test_a_last_bit_difference_still_counts_as_exact(capsys):
     assert "approximate (max difference 5.0e-06)" in capsys.readouterr().out
 
 
+# ---- check_xy_pos_embed: the learned 2-D table of the paper's Appendix D.4 -------------------
+
+
+def xy_by_loop(x_embed, y_embed):
+    rows, cols = len(y_embed), len(x_embed)
+    return torch.stack([torch.cat([x_embed[c], y_embed[r]]) for r in range(rows) for c in range(cols)])
+
+
+def xy_by_expand(x_embed, y_embed):
+    rows, cols = len(y_embed), len(x_embed)
+    x = x_embed[None].expand(rows, -1, -1)  # (rows, cols, D/2)
+    y = y_embed[:, None].expand(-1, cols, -1)  # (rows, cols, D/2)
+    return torch.cat([x, y], dim=-1).reshape(rows * cols, -1)
+
+
+def xy_by_repeat(x_embed, y_embed):
+    rows, cols = len(y_embed), len(x_embed)
+    return torch.cat([x_embed.repeat(rows, 1), y_embed.repeat_interleave(cols, dim=0)], dim=1)
+
+
+def xy_by_meshgrid(x_embed, y_embed, indexing="ij"):
+    rows, cols = len(y_embed), len(x_embed)
+    r, c = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing=indexing)
+    return torch.cat([x_embed[c.flatten()], y_embed[r.flatten()]], dim=1)
+
+
+def xy_swapped(x_embed, y_embed):
+    rows, cols = len(y_embed), len(x_embed)
+    return torch.cat([y_embed.repeat_interleave(cols, dim=0), x_embed.repeat(rows, 1)], dim=1)
+
+
+def xy_column_major_swapped(x_embed, y_embed):
+    rows, cols = len(y_embed), len(x_embed)
+    r, c = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="xy")  # (cols, rows): column by column
+    return torch.cat([y_embed[r.flatten()], x_embed[c.flatten()]], dim=1)
+
+
+def xy_wrong_axis(x_embed, y_embed):
+    rows, cols = len(y_embed), len(x_embed)
+    return torch.stack([torch.cat([x_embed[r], y_embed[c]]) for r in range(rows) for c in range(cols)])
+
+
+def xy_expand_wrong_axis(x_embed, y_embed):
+    rows, cols = len(y_embed), len(x_embed)
+    x = x_embed[:, None].expand(rows, -1, -1)  # x_embed spread along the wrong axis
+    return torch.cat([x, y_embed[:, None].expand(-1, cols, -1)], dim=-1).reshape(rows * cols, -1)
+
+
+def xy_one_detached(x_embed, y_embed):
+    return xy_by_repeat(x_embed.detach(), y_embed)
+
+
+def xy_via_list(x_embed, y_embed):
+    return torch.tensor(xy_by_loop(x_embed, y_embed).tolist())
+
+
+XY_MISTAKES = [  # (name, wrong xy_pos_embed, regex naming the mistake)
+    (
+        "added",
+        lambda x, y: x.repeat(len(y), 1) + y.repeat_interleave(len(x), dim=0),
+        "you added the two embeddings",
+    ),
+    ("torch.stack", lambda x, y: torch.stack([x.repeat(len(y), 1), y.repeat_interleave(len(x), 0)], 1), "new axis"),
+    (
+        "cat on the patch axis",
+        lambda x, y: torch.cat([x.repeat(len(y), 1), y.repeat_interleave(len(x), 0)]),
+        "patch axis",
+    ),
+    ("not flattened", lambda x, y: xy_by_expand(x, y).reshape(len(y), len(x), -1), "not flattened: reshape"),
+    (
+        "(cols, rows, D)",
+        lambda x, y: xy_by_expand(x, y).reshape(len(y), len(x), -1).transpose(0, 1),
+        r"the grid is \(cols, rows, D\)",
+    ),
+    ("batch axis", lambda x, y: xy_by_expand(x, y)[None], "no batch axis here"),
+    ("Y first", xy_swapped, r"the Y \(row\) embedding comes first; the paper concatenates"),
+    ("column-major", lambda x, y: xy_by_meshgrid(x, y, indexing="xy"), "listed column by column"),
+    ("column-major + Y first", xy_column_major_swapped, r"column by column.*the Y \(row\) embedding comes first"),
+    ("rows cycle", lambda x, y: torch.cat([x.repeat(len(y), 1), y.repeat(len(x), 1)], 1), "the rows cycle"),
+    (
+        "columns held",
+        lambda x, y: torch.cat([x.repeat_interleave(len(y), 0), y.repeat_interleave(len(x), 0)], 1),
+        "each column is held for several patches",
+    ),
+    ("tables indexed by the other axis", xy_wrong_axis, "each table is indexed by its own axis"),
+    ("expanded along the wrong axis", xy_expand_wrong_axis, "each must be spread over the other axis"),
+    ("detached", lambda x, y: xy_by_repeat(x, y).detach(), "the result carries no gradient"),
+    ("through a list", xy_via_list, "the result carries no gradient"),
+    ("one table detached", xy_one_detached, "x_embed gets no gradient"),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", XY_MISTAKES, ids=[m[0] for m in XY_MISTAKES])
+def test_check_xy_pos_embed_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_xy_pos_embed(wrong)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda x, y: xy_by_repeat(x, y) * 1.01, "^values differ .* max difference"),
+        (lambda x, y: torch.rand(len(x) * len(y), 2 * x.shape[1]), "^values differ .* max difference"),
+        (lambda x, y: x, r"^expected shape \(15, 8\), got \(5, 4\) .*: one row per patch"),
+        (lambda x, y: xy_by_repeat(x, y).double(), "expected a float32 tensor, got float64"),
+    ],
+)
+def test_check_xy_pos_embed_is_neutral_when_it_cannot_tell(wrong, words):
+    with pytest.raises(CheckFailed, match=words) as failure:
+        check_xy_pos_embed(wrong)
+    assert not re.search("column by column|comes first|rows cycle|held|own axis|gradient", str(failure.value))
+
+
+@pytest.mark.parametrize("right", [xy_by_loop, xy_by_expand, xy_by_repeat, xy_by_meshgrid, xy_pos_embed])
+def test_check_xy_pos_embed_passes_the_reference(right, capsys):
+    check_xy_pos_embed(right)
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("✓") and re.search(r": (exact|approximate \(max difference [0-9.e+-]+\))$", out)
+
+
 # ---- a right tensor spoiled: the dtype, NaN, autograd ------------------------------------------
 
 REFERENCES = [
     (check_token_sequence, right_tokens),
     (check_sincos_2d, lambda r, c, D: sincos_pos_embed_2d((r, c), D)),
     (check_resize_pos_embed, resize_pos_embed),
+    (check_xy_pos_embed, xy_pos_embed),
 ]
+REFERENCE_IDS = ["tokens", "sincos", "resize", "xy"]
 SPOILED = [  # (how the right tensor is spoiled, the words for it)
     (lambda t: t.long(), "expected a float32 tensor, got int64"),
     (lambda t: t.double(), r"expected a float32 tensor, got float64 .*\.float\(\)"),
@@ -401,15 +561,15 @@ SPOILED = [  # (how the right tensor is spoiled, the words for it)
 ]
 
 
-@pytest.mark.parametrize("checker, reference", REFERENCES, ids=["tokens", "sincos", "resize"])
+@pytest.mark.parametrize("checker, reference", REFERENCES, ids=REFERENCE_IDS)
 @pytest.mark.parametrize("spoil, words", SPOILED, ids=["int64", "float64", "bool", "NaN"])
 def test_a_spoiled_result_is_named(checker, reference, spoil, words):
     with pytest.raises(CheckFailed, match=words):
         checker(lambda *args: spoil(reference(*args)))
 
 
-@pytest.mark.parametrize("checker, reference", REFERENCES, ids=["tokens", "sincos", "resize"])
-def test_a_result_that_needs_grad_passes(checker, reference, capsys):
+@pytest.mark.parametrize("checker, reference", REFERENCES[:3], ids=REFERENCE_IDS[:3])
+def test_a_result_that_needs_grad_passes(checker, reference, capsys):  # xy_pos_embed's must come from its tables
     checker(lambda *args: reference(*args).detach().requires_grad_())
     assert "✓" in capsys.readouterr().out
 
@@ -420,8 +580,9 @@ def test_a_result_that_needs_grad_passes(checker, reference, capsys):
         (check_token_sequence, TOKEN_MISTAKES),
         (check_sincos_2d, SINCOS_MISTAKES),
         (check_resize_pos_embed, RESIZE_MISTAKES),
+        (check_xy_pos_embed, XY_MISTAKES),
     ],
-    ids=["build_tokens", "sincos_2d", "resize"],
+    ids=["build_tokens", "sincos_2d", "resize", "xy_pos_embed"],
 )
 def test_no_mistake_is_named_as_another(checker, mistakes):
     assert len(assert_each_named_as_itself(checker, mistakes)) == len(mistakes)

@@ -13,9 +13,12 @@ from torch import nn
 from utils import MultiHeadSelfAttention, merge_heads, scaled_dot_product_attention, split_heads
 from utils.checks.core import CheckFailed
 from utils.checks.multi_head import (
+    check_fuse_head_weights,
     check_merge_heads,
     check_multi_head_attention,
     check_split_heads,
+    paper_head_matrices,
+    paper_multi_head,
     reference_multi_head,
 )
 
@@ -51,37 +54,37 @@ def garbage_from(reference):
 
 
 def shape_of(x, num_heads):
-    B, N, D = x.shape
-    return B, N, num_heads, D // num_heads
+    B, T, D = x.shape
+    return B, T, num_heads, D // num_heads
 
 
 def no_transpose(x, num_heads):
-    return x.reshape(*shape_of(x, num_heads))  # (B, N, heads, head_dim)
+    return x.reshape(*shape_of(x, num_heads))  # (B, T, heads, head_dim)
 
 
 def straight_to_final_shape(x, num_heads):
-    B, N, h, hd = shape_of(x, num_heads)
-    return x.reshape(B, h, N, hd)
+    B, T, h, hd = shape_of(x, num_heads)
+    return x.reshape(B, h, T, hd)
 
 
 def width_cut_head_dim_first(x, num_heads):
-    B, N, h, hd = shape_of(x, num_heads)
-    return x.reshape(B, N, hd, h).transpose(1, 2)
+    B, T, h, hd = shape_of(x, num_heads)
+    return x.reshape(B, T, hd, h).transpose(1, 2)
 
 
 def width_cut_head_dim_first_no_transpose(x, num_heads):
-    B, N, h, hd = shape_of(x, num_heads)
-    return x.reshape(B, N, hd, h)
+    B, T, h, hd = shape_of(x, num_heads)
+    return x.reshape(B, T, hd, h)
 
 
 def width_cut_head_dim_first_permuted(x, num_heads):
-    B, N, h, hd = shape_of(x, num_heads)
-    return x.reshape(B, N, hd, h).permute(0, 3, 1, 2)
+    B, T, h, hd = shape_of(x, num_heads)
+    return x.reshape(B, T, hd, h).permute(0, 3, 1, 2)
 
 
 def transpose_before_reshape(x, num_heads):
-    B, N, h, hd = shape_of(x, num_heads)
-    return x.transpose(1, 2).reshape(B, h, N, hd)
+    B, T, h, hd = shape_of(x, num_heads)
+    return x.transpose(1, 2).reshape(B, h, T, hd)
 
 
 def last_two_axes_swapped(x, num_heads):
@@ -89,11 +92,11 @@ def last_two_axes_swapped(x, num_heads):
 
 
 def tokens_last(x, num_heads):
-    return no_transpose(x, num_heads).permute(0, 2, 3, 1)  # (B, heads, head_dim, N)
+    return no_transpose(x, num_heads).permute(0, 2, 3, 1)  # (B, heads, head_dim, T)
 
 
 def head_dim_in_front(x, num_heads):
-    return no_transpose(x, num_heads).permute(0, 3, 1, 2)  # (B, head_dim, N, heads)
+    return no_transpose(x, num_heads).permute(0, 3, 1, 2)  # (B, head_dim, T, heads)
 
 
 def heads_in_batch(x, num_heads):
@@ -106,13 +109,13 @@ def chunks_not_stacked(x, num_heads):
 
 SPLIT_MISTAKES = [  # the typical wrong split_heads, and the words that name each mistake
     (no_transpose, r"expected \(2, 4, 17, 16\), got \(2, 17, 4, 16\) .*did you transpose\?"),
-    (straight_to_final_shape, r"reshaped straight to \(B, heads, N, head_dim\) without a transpose"),
+    (straight_to_final_shape, r"reshaped straight to \(B, heads, T, head_dim\) without a transpose"),
     (width_cut_head_dim_first, r"^you cut the width as \(head_dim, heads\); cut it as \(heads, head_dim\), so that"),
     (width_cut_head_dim_first_no_transpose, r"cut the width as \(head_dim, heads\) and did not move the heads"),
     (width_cut_head_dim_first_permuted, "each head must get one contiguous slice .* takes every 4-th feature"),
     (transpose_before_reshape, "you transposed before cutting the width"),
     (last_two_axes_swapped, r"you swapped the last two axes \(transpose\(2, 3\)\)"),
-    (tokens_last, r"got \(2, 4, 16, 17\) .*the last two axes are swapped: \(B, heads, head_dim, N\)"),
+    (tokens_last, r"got \(2, 4, 16, 17\) .*the last two axes are swapped: \(B, heads, head_dim, T\)"),
     (head_dim_in_front, "you moved head_dim in front of the tokens"),
     (heads_in_batch, "folded the heads into the batch"),
     (
@@ -154,18 +157,18 @@ def test_check_split_heads_passes_the_reference(capsys):
 
 
 def view_after_transpose(x):
-    B, h, N, hd = x.shape
-    return x.transpose(1, 2).view(B, N, h * hd)
+    B, h, T, hd = x.shape
+    return x.transpose(1, 2).view(B, T, h * hd)
 
 
 def merged_shape(x):
-    B, h, N, hd = x.shape
-    return B, N, h * hd
+    B, h, T, hd = x.shape
+    return B, T, h * hd
 
 
 MERGE_MISTAKES = [  # the typical wrong merge_heads, and the words that name each mistake
     (lambda x: x.flatten(2), "forgot to transpose back"),
-    (lambda x: x.reshape(merged_shape(x)), r"reshaped to \(B, N, D\) without transposing back"),
+    (lambda x: x.reshape(merged_shape(x)), r"reshaped to \(B, T, D\) without transposing back"),
     (lambda x: x.permute(0, 2, 3, 1).flatten(2), "interleaved"),
     (lambda x: x.transpose(1, 2), "heads are not merged yet"),
     (view_after_transpose, "use `.reshape`"),
@@ -173,7 +176,7 @@ MERGE_MISTAKES = [  # the typical wrong merge_heads, and the words that name eac
     (lambda x: x.mean(dim=1), "you averaged the heads; merging puts them side by side"),
     (lambda x: x[:, 0], "you kept only head 0"),
     (lambda x: x.transpose(2, 3).reshape(merged_shape(x)), r"swapped the last two axes \(transpose\(2, 3\)\)"),
-    (lambda x: torch.cat(x.unbind(1), dim=1), r"the heads' tokens are one after the other, \(B, heads \* N"),
+    (lambda x: torch.cat(x.unbind(1), dim=1), r"the heads' tokens are one after the other, \(B, heads \* T"),
     (lambda x: x.transpose(1, 2).flatten(1), "you flattened the tokens too"),
 ]
 
@@ -209,26 +212,26 @@ def test_check_merge_heads_passes_the_reference(capsys):
 
 def written_out(x, qkv, proj, num_heads):
     """A correct solution written independently of the checker's reference."""
-    q, k, v = F.linear(x, qkv.weight, qkv.bias).chunk(3, dim=-1)  # each (B, N, D)
-    q, k, v = (split_heads(t, num_heads) for t in (q, k, v))  # each (B, heads, N, head_dim)
-    out, _ = scaled_dot_product_attention(q, k, v)  # (B, heads, N, head_dim)
-    return proj(merge_heads(out))  # (B, N, D)
+    q, k, v = F.linear(x, qkv.weight, qkv.bias).chunk(3, dim=-1)  # each (B, T, D)
+    q, k, v = (split_heads(t, num_heads) for t in (q, k, v))  # each (B, heads, T, head_dim)
+    out, _ = scaled_dot_product_attention(q, k, v)  # (B, heads, T, head_dim)
+    return proj(merge_heads(out))  # (B, T, D)
 
 
 def by_hand(
     x, qkv, proj, num_heads, scale=None, softmax_dim=-1, kq=False, residual=False, bias=True, heads=None, dropout=0.0
 ):
     """The forward written by hand, with switches for the mistakes."""
-    B, N, D = x.shape
+    B, T, D = x.shape
     h = heads or num_heads
     hd = D // h
-    t = qkv(x) if bias else x @ qkv.weight.T  # (B, N, 3D)
-    q, k, v = t.reshape(B, N, 3, h, hd).permute(2, 0, 3, 1, 4)  # each (B, heads, N, head_dim)
-    scores = (k @ q.transpose(-2, -1)) if kq else (q @ k.transpose(-2, -1))  # (B, heads, N, N)
+    t = qkv(x) if bias else x @ qkv.weight.T  # (B, T, 3D)
+    q, k, v = t.reshape(B, T, 3, h, hd).permute(2, 0, 3, 1, 4)  # each (B, heads, T, head_dim)
+    scores = (k @ q.transpose(-2, -1)) if kq else (q @ k.transpose(-2, -1))  # (B, heads, T, T)
     scores = scores / (math.sqrt(hd) if scale is None else scale(hd))
     weights = scores if softmax_dim is None else scores.softmax(dim=softmax_dim)
     weights = F.dropout(weights, dropout) if dropout else weights  # F.dropout drops even here: training=True
-    out = proj((weights @ v).transpose(1, 2).reshape(B, N, D))  # (B, N, D)
+    out = proj((weights @ v).transpose(1, 2).reshape(B, T, D))  # (B, T, D)
     return x + out if residual else out
 
 
@@ -251,7 +254,7 @@ FORWARD_MISTAKES = [  # the typical wrong forwards, and the words that name each
     (wrong(order=(2, 1, 0)), r"wrong order \(yours are its \(v, k, q\) parts\)"),
     (wrong(split="no_transpose"), "split the heads wrongly: .* without a transpose"),
     (wrong(split="interleaved"), "split the heads wrongly: .* contiguous slice"),
-    (wrong(split="heads_first"), r"split the heads wrongly: .* not \(B, N, heads, 3, head_dim\)"),
+    (wrong(split="heads_first"), r"split the heads wrongly: .* not \(B, T, heads, 3, head_dim\)"),
     (wrong(softmax_dim=-2), "softmax runs over the wrong axis"),
     (mistake(softmax_dim=1), r"the softmax runs over the heads axis \(dim=1\)"),
     (mistake(softmax_dim=None), "you forgot the softmax"),
@@ -279,7 +282,7 @@ def test_check_multi_head_attention_names_the_mistake(learner, words):
         (
             lambda x, qkv, proj, h: (written_out(x, qkv, proj, h), torch.ones(1)),
             r"^expected a torch.Tensor, got tuple of 2 \(Tensor, Tensor\) for x .*: "
-            r"return one tensor, the output \(B, N, D\) \(the weights stay inside\)$",
+            r"return one tensor, the output \(B, T, D\) \(the weights stay inside\)$",
         ),
         (
             lambda x, qkv, proj, h: proj,
@@ -311,14 +314,192 @@ def test_the_mistake_switches_default_to_torch_multihead_attention():
         assert not torch.allclose(reference_multi_head(x, ours.qkv, ours.proj, 4, **mistake), expected, atol=1e-3)
 
 
+# --- the paper's per-head matrices, fused ---------------------------------------------------
+
+
+def fuse(W_Q, W_K, W_V):
+    """A correct solution: every head's (head_dim, D) block, queries first, then keys, then values."""
+    return torch.cat([W.T for W in [*W_Q, *W_K, *W_V]])  # (3D, D)
+
+
+def side_by_side_then_transposed(W_Q, W_K, W_V):
+    """Another correct solution: the paper's matrices side by side, (D, 3D), then transposed."""
+    return torch.cat([*W_Q, *W_K, *W_V], dim=1).T
+
+
+def stacked_then_flattened(W_Q, W_K, W_V):
+    """A third: (3, heads, D, head_dim) stacked, each block transposed, then flattened to (3D, D)."""
+    stacked = torch.stack([torch.stack(Ws) for Ws in (W_Q, W_K, W_V)])  # (3, heads, D, head_dim)
+    return stacked.transpose(-2, -1).flatten(0, 2)  # (3 * heads * head_dim, D)
+
+
+def transposed_in_place(W_Q, W_K, W_V):
+    """Correct too, though it changes the matrices it was given (the checker passes copies)."""
+    return torch.cat([W.t_() for W in [*W_Q, *W_K, *W_V]])
+
+
+def by_head(W_Q, W_K, W_V):
+    return torch.cat([W.T for i in range(len(W_Q)) for W in (W_Q[i], W_K[i], W_V[i])])
+
+
+def rows_interleaved(W_Q, W_K, W_V):
+    return torch.cat([torch.stack([W.T for W in Ws], dim=1).flatten(0, 1) for Ws in (W_Q, W_K, W_V)])
+
+
+FUSE_MISTAKES = [  # (name, the typical wrong fuse_head_weights, the words that name it)
+    ("by head", by_head, r"^you grouped the rows by head, \[q1; k1; v1; q2; k2; v2; ...\]: .*\(for 3 heads"),
+    ("rows interleaved", rows_interleaved, r"^the heads' rows are interleaved \(row 0 of every head, then row 1"),
+    ("q, k swapped", lambda Q, K, V: fuse(K, Q, V), r"^q and k are swapped: your rows are \[keys; queries; values\]"),
+    ("v, k, q", lambda Q, K, V: fuse(V, K, Q), r"^q, k and v are in the wrong order: your rows are \[values; keys; q"),
+    ("q, v, k", lambda Q, K, V: fuse(Q, V, K), r"^q, k and v are in the wrong order: your rows are \[queries; values"),
+    (
+        "not transposed",
+        lambda Q, K, V: torch.cat([*Q, *K, *V]),
+        r"^you kept the paper's \(D, head_dim\) matrices as they are: nn.Linear stores its weight as \(out, in\)",
+    ),
+    (
+        "(D, 3D)",
+        lambda Q, K, V: torch.cat([*Q, *K, *V], dim=1),
+        r"^your weight is \(D, 3D\), the paper's \(in, out\) layout: .*transpose it",
+    ),
+    (
+        "stacked",
+        lambda Q, K, V: torch.stack([torch.stack([W.T for W in Ws]) for Ws in (Q, K, V)]),
+        r"got \(3, 3, 4, 12\) .*: you stacked the blocks into \(3, heads, head_dim, D\); nn.Linear's weight is 2-D",
+    ),
+    (
+        "stacked flat",
+        lambda Q, K, V: torch.stack([W.T for W in [*Q, *K, *V]]),
+        r"got \(9, 4, 12\) .*you stacked the blocks into \(3 \* heads, head_dim, D\)",
+    ),
+    (
+        "stacked, not transposed",
+        lambda Q, K, V: torch.stack([*Q, *K, *V]),
+        r"got \(9, 12, 4\) .*you stacked the paper's \(D, head_dim\) matrices as they are; .*transpose each",
+    ),
+    (
+        "side by side",
+        lambda Q, K, V: torch.cat([W.T for W in [*Q, *K, *V]], dim=1),
+        r"got \(4, 108\) .*you put the transposed blocks side by side \(dim=1\)",
+    ),
+    ("queries only", lambda Q, K, V: torch.cat([W.T for W in Q]), r"got \(12, 12\) .*that is one projection, \(D, D\)"),
+    (
+        "heads reversed",
+        lambda Q, K, V: fuse(Q[::-1], K, V),
+        r"^rows 0:4 of your weight hold W_Q\[2\]\.T, but MultiHeadSelfAttention reads rows 0:4 as head 0's "
+        r"query projection, W_Q\[0\]\.T \(for 3 heads of head_dim 4, D = 12\)$",
+    ),
+    (
+        "keys rotated",
+        lambda Q, K, V: fuse(Q, K[1:] + K[:1], V),
+        r"^rows 12:16 of your weight hold W_K\[1\]\.T, but MultiHeadSelfAttention reads rows 12:16 as head 0's key",
+    ),
+    (
+        "noise",
+        lambda Q, K, V: fuse(Q, K, V) + 0.01,
+        r"^rows 0:4 of your weight match none of the given matrices \(transposed or not\)",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", FUSE_MISTAKES, ids=[case[0] for case in FUSE_MISTAKES])
+def test_check_fuse_head_weights_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_fuse_head_weights(wrong)
+
+
+def test_check_fuse_head_weights_names_the_mistakes_of_one_head_too():
+    """With one head (the last case), grouping by head is right; leaving the paper's square matrix
+    untransposed is a wrong value, not a wrong shape, and is still named."""
+
+    def untransposed_when_one_head(W_Q, W_K, W_V):
+        right = fuse(W_Q, W_K, W_V)
+        return torch.cat([*W_Q, *W_K, *W_V]) if len(W_Q) == 1 else right
+
+    with pytest.raises(
+        CheckFailed, match=r"^you kept the paper's \(D, head_dim\) matrices .*\(for 1 head of head_dim 8, D = 8\)"
+    ):
+        check_fuse_head_weights(untransposed_when_one_head)
+    check_fuse_head_weights(lambda W_Q, W_K, W_V: by_head(W_Q, W_K, W_V) if len(W_Q) == 1 else fuse(W_Q, W_K, W_V))
+
+
+@pytest.mark.parametrize(
+    "learner, words",
+    [
+        (lambda Q, K, V: None, "^expected a torch.Tensor, got None"),
+        (lambda Q, K, V: 0.5, "^expected a torch.Tensor, got float"),
+        (
+            lambda Q, K, V: Q,
+            r"^expected a torch.Tensor, got list of 3 \(Tensor, Tensor, Tensor\) for 3 heads .*: "
+            r"return one tensor, qkv.weight of shape \(3D, D\)",
+        ),
+        (lambda Q, K, V: fuse(Q, K, V).tolist(), "^expected a torch.Tensor, got list of 36"),
+        (lambda Q, K, V: fuse(Q, K, V).numpy(), "^expected a torch.Tensor, got ndarray"),
+        (
+            lambda Q, K, V: nn.Linear(12, 36),
+            r"^expected a torch.Tensor, got Linear \(a layer\) .*: return the weight itself",
+        ),
+        (lambda Q, K, V: fuse(Q, K, V).long(), r"^expected a float32 tensor, got int64 for 3 heads"),
+        (lambda Q, K, V: fuse(Q, K, V) > 0, r"^expected a float32 tensor, got bool for 3 heads"),
+        (lambda Q, K, V: fuse(Q, K, V).half(), r"^expected a float32 tensor, got float16"),
+        (lambda Q, K, V: fuse(Q, K, V).to("meta"), r"got one on meta"),
+        (lambda Q, K, V: fuse(Q, K, V) * float("nan"), r"^the layer's output: 120 of 120 values are NaN .*holds NaN"),
+        (lambda Q, K, V: fuse(Q, K, V).reshape(12, 36), r"got \(12, 36\) .*the paper's \(in, out\) layout"),
+        (
+            lambda Q, K, V: fuse(Q, K, V).reshape(6, 72),
+            r"got \(6, 72\) .*the right numbers, but not in the shape \(3D, D\)",
+        ),
+        (lambda Q, K, V: torch.zeros(5, 5), r"got \(5, 5\) .*MultiHeadSelfAttention\(12, 3\).qkv.weight is \(3D, D\)"),
+        (lambda Q, K, V: Q.T, r"raised AttributeError .*W_Q, W_K and W_V are Python lists of \(D, head_dim\) tensors"),
+    ],
+)
+def test_check_fuse_head_weights_says_what_came(learner, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_fuse_head_weights(learner)
+
+
+def test_a_blank_fuse_head_weights_is_left_to_the_learner():
+    def blank(W_Q, W_K, W_V):
+        raise NotImplementedError("Hint: ...")
+
+    with pytest.raises(NotImplementedError, match="Hint"):
+        check_fuse_head_weights(blank)
+
+
+def test_check_fuse_head_weights_passes_correct_weights(capsys):
+    for solution in [fuse, side_by_side_then_transposed, stacked_then_flattened, transposed_in_place]:
+        check_fuse_head_weights(solution)
+    check_fuse_head_weights(lambda *heads: fuse(*heads).double())  # copying into the layer casts it
+    check_fuse_head_weights(lambda *heads: nn.Parameter(fuse(*heads)))
+    assert capsys.readouterr().out.count("✓ fuse_head_weights: MultiHeadSelfAttention holding your qkv.weight") == 6
+
+
+def test_the_paper_formula_equals_torch_multihead_attention_with_the_fused_weights():
+    """The checker's reference, the formula one head at a time, against torch's own module."""
+    generator = torch.Generator().manual_seed(0)
+    D, h = 12, 3
+    W_Q, W_K, W_V = paper_head_matrices(D, h, generator)
+    W_O, b_O = torch.randn(D, D, generator=generator), torch.randn(D, generator=generator)
+    x = torch.randn(2, 5, D, generator=generator)
+    mha = nn.MultiheadAttention(D, h, batch_first=True).eval()
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(fuse(W_Q, W_K, W_V))
+        mha.in_proj_bias.zero_()
+        mha.out_proj.weight.copy_(W_O.T)
+        mha.out_proj.bias.copy_(b_O)
+        expected, _ = mha(x, x, x, need_weights=False)
+    torch.testing.assert_close(paper_multi_head(x, W_Q, W_K, W_V, W_O, b_O), expected, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize(
     "mistakes, checker",
     [
         (SPLIT_MISTAKES, check_split_heads),
         (MERGE_MISTAKES, check_merge_heads),
         (FORWARD_MISTAKES, check_multi_head_attention),
+        (FUSE_MISTAKES, check_fuse_head_weights),
     ],
-    ids=["split_heads", "merge_heads", "multi_head_attention"],
+    ids=["split_heads", "merge_heads", "multi_head_attention", "fuse_head_weights"],
 )
 def test_no_mistake_is_named_as_another(mistakes, checker):
     assert_each_named_as_itself(checker, mistakes)

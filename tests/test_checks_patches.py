@@ -12,7 +12,7 @@ from checker_cases import assert_each_named_as_itself
 
 from utils import patchify, unpatchify
 from utils.checks.core import CheckFailed
-from utils.checks.patches import check_attention_cost, check_patchify, check_unpatchify
+from utils.checks.patches import check_attention_cost, check_jax_kernel_to_conv, check_patchify, check_unpatchify
 
 
 def patchify_by_hand(images, P, order=(0, 2, 4, 1, 3, 5), sides=None):
@@ -269,3 +269,111 @@ def test_a_result_that_needs_grad_passes(checker, reference, capsys):
 )
 def test_no_mistake_is_named_as_another(checker, mistakes):
     assert len(assert_each_named_as_itself(checker, mistakes)) == len(mistakes)
+
+
+# ---- jax_kernel_to_conv -------------------------------------------------------------------------
+
+
+def reference_conversion(kernel):
+    """(P, P, C, D) = (height, width, in, out) -> (D, C, P, P) = (out, in, height, width)."""
+    return kernel.permute(3, 2, 0, 1)
+
+
+def kernel_reshaped(kernel, order):
+    """The kernel's axes put in `order`, then read into the Conv2d shape (D, C, P, P)."""
+    P, _, C, D = kernel.shape
+    return kernel.permute(*order).reshape(D, C, P, P)
+
+
+JAX_KERNEL_MISTAKES = [  # (name, wrong jax_kernel_to_conv, regex naming the mistake)
+    ("unchanged", lambda k: k, r"JAX layout unchanged, \(P, P, C, D\)"),
+    ("plain reshape", lambda k: kernel_reshaped(k, (0, 1, 2, 3)), "plain reshape re-reads"),
+    ("H and W swapped", lambda k: k.permute(3, 2, 1, 0), "height and width are swapped"),
+    ("all axes reversed, copied", lambda k: k.permute(3, 2, 1, 0).contiguous(), "height and width are swapped"),
+    ("C and D swapped", lambda k: k.permute(2, 3, 0, 1), "C and D are swapped"),
+    (
+        "flattened, transposed, reshaped",
+        lambda k: k.reshape(-1, k.shape[3]).T.reshape(k.shape[3], k.shape[2], k.shape[0], k.shape[1]),
+        r"still in JAX's \(P, P, C\) order",
+    ),
+    ("flipped in space", lambda k: reference_conversion(k).flip(2, 3), "flipped in space"),
+    ("channels last", lambda k: k.permute(3, 0, 1, 2), r"channels ended up last, \(D, P, P, C\)"),
+    ("a Linear weight", lambda k: reference_conversion(k).reshape(k.shape[3], -1), r"Linear weight \(D, C\*P\*P\)"),
+    ("the paper's E", lambda k: k.reshape(-1, k.shape[3]), r"flattened to the paper's E"),
+    ("another axis order", lambda k: k.permute(3, 1, 2, 0), r"axis order \(D, P_col, C, P_row\)"),
+    ("another order, reshaped", lambda k: kernel_reshaped(k, (3, 1, 0, 2)), r"axis order \(D, P_col, P_row, C\)"),
+]
+
+
+def test_the_reference_conversion_computes_what_jax_computes():
+    """Independent of the checker: a channels-last image and a (P, P, C, D) kernel, convolved the
+    way Flax's nn.Conv does (each output the sum over a patch of pixel times kernel), give the
+    tokens of torch's Conv2d with the converted weight."""
+    torch.manual_seed(0)
+    P, C, D = 4, 3, 5
+    kernel = torch.randn(P, P, C, D)
+    images = torch.rand(2, C, 8, 12)  # (B, C, H, W)
+    nhwc = images.permute(0, 2, 3, 1)  # (B, H, W, C), JAX's layout
+    expected = torch.zeros(2, 2, 3, D)  # (B, rows, cols, D)
+    for r in range(2):
+        for c in range(3):
+            window = nhwc[:, r * P : (r + 1) * P, c * P : (c + 1) * P, :]  # (B, P, P, C)
+            expected[:, r, c] = (window[..., None] * kernel).sum(dim=(1, 2, 3))  # (B, D)
+    tokens = F.conv2d(images, reference_conversion(kernel), stride=P).permute(0, 2, 3, 1)  # (B, rows, cols, D)
+    torch.testing.assert_close(tokens, expected)
+
+
+@pytest.mark.parametrize("name, wrong, words", JAX_KERNEL_MISTAKES, ids=[m[0] for m in JAX_KERNEL_MISTAKES])
+def test_check_jax_kernel_to_conv_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_jax_kernel_to_conv(wrong)
+
+
+def test_no_jax_kernel_mistake_is_named_as_another():
+    assert len(assert_each_named_as_itself(check_jax_kernel_to_conv, JAX_KERNEL_MISTAKES)) == len(JAX_KERNEL_MISTAKES)
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        reference_conversion,  # a view, not contiguous: as right as a copy
+        lambda k: reference_conversion(k).contiguous(),
+        lambda k: k.movedim((3, 2), (0, 1)),
+        lambda k: torch.from_numpy(np.transpose(k.numpy(), (3, 2, 0, 1))),
+        lambda k: torch.einsum("hwcd->dchw", k),
+        lambda k: k.transpose(0, 3).transpose(1, 2).transpose(2, 3),
+    ],
+    ids=["permute", "contiguous", "movedim", "numpy transpose", "einsum", "three transposes"],
+)
+def test_check_jax_kernel_to_conv_passes_any_right_conversion(right, capsys):
+    check_jax_kernel_to_conv(right)
+    assert capsys.readouterr().out == (
+        "✓ jax_kernel_to_conv matches the reference on 4 kernels: exact; "
+        "a Conv2d with your weight gives the tokens of JAX's convolution\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda k: reference_conversion(k) * 2, "values differ from the reference: max difference"),
+        (lambda k: None, "expected a torch.Tensor, got None"),
+        (lambda k: k.numpy().transpose(3, 2, 0, 1), "expected a torch.Tensor, got ndarray"),
+        (lambda k: reference_conversion(k).long(), "expected a float32 tensor, got int64"),
+        (lambda k: reference_conversion(k) > 0, "expected a float32 tensor, got bool"),
+        (lambda k: reference_conversion(k) * float("nan"), "values are NaN"),
+        (lambda k: k.permute(3, 2, 0), "your function raised RuntimeError"),
+        (lambda k: torch.zeros(7), r"got \(7,\)"),
+    ],
+)
+def test_check_jax_kernel_to_conv_refuses_garbage(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_jax_kernel_to_conv(wrong)
+
+
+def test_a_blank_jax_kernel_exercise_raises_its_hint():
+    def blank(kernel):
+        raise NotImplementedError("Hint: ...")
+
+    with pytest.raises(NotImplementedError, match="Hint"):
+        check_jax_kernel_to_conv(blank)

@@ -15,6 +15,7 @@ from utils.embeddings import (
     sincos_1d,
     sincos_pos_embed_2d,
     trunc_normal_,
+    xy_pos_embed,
 )
 from utils.patches import patchify
 
@@ -92,6 +93,79 @@ def test_sincos_neighbours_are_more_similar_than_far_patches(grid, D):
 def test_sincos_rejects_width_not_divisible_by_4(D):
     with pytest.raises(ValueError, match=rf"divisible by 4, got {D}"):
         sincos_pos_embed_2d(4, D)
+
+
+# ---- sincos_1d: the Transformer's code, reordered; an offset is a rotation -----------------
+
+
+def transformer_pe(positions: np.ndarray, d: int) -> np.ndarray:
+    """ "Attention Is All You Need", sec. 3.5, as written: PE(p, 2i) = sin(p / 10000^(2i/d)),
+    PE(p, 2i + 1) = cos(p / 10000^(2i/d)): sines and cosines interleaved. Returns (M, d)."""
+    pe = np.zeros((len(positions), d))
+    for i in range(d // 2):
+        angle = positions / 10000 ** (2 * i / d)
+        pe[:, 2 * i], pe[:, 2 * i + 1] = np.sin(angle), np.cos(angle)
+    return pe
+
+
+@pytest.mark.parametrize("d", [2, 8, 64])
+def test_sincos_1d_is_the_transformer_code_with_its_channels_reordered(d):
+    positions = np.arange(50)
+    ours = sincos_1d(torch.from_numpy(positions), d)  # (M, d): all sines, then all cosines
+    interleaved = torch.from_numpy(transformer_pe(positions, d)).float()
+    order = torch.arange(d).reshape(2, d // 2).T.flatten()  # 0, d/2, 1, d/2 + 1, ...
+    torch.testing.assert_close(ours[:, order], interleaved, atol=1e-6, rtol=0)
+    assert not torch.allclose(ours, interleaved, atol=1e-3) or d == 2  # the order does differ (d = 2: one pair)
+
+
+@pytest.mark.parametrize("k", [1, 5, 17])
+def test_an_offset_is_one_rotation_for_every_position(k):
+    d = 32
+    codes = sincos_1d(torch.arange(80.0), d).double()  # (80, d)
+    omega = 1.0 / 10000 ** (torch.arange(d // 2, dtype=torch.float64) / (d // 2))
+    c, s = torch.diag((k * omega).cos()), torch.diag((k * omega).sin())
+    R = torch.cat([torch.cat([c, s], 1), torch.cat([-s, c], 1)])  # (d, d)
+    torch.testing.assert_close(codes[:-k] @ R.T, codes[k:], atol=1e-5, rtol=0)
+    torch.testing.assert_close(R @ R.T, torch.eye(d, dtype=torch.float64))
+    dots = (codes[:-k] * codes[k:]).sum(dim=1)  # depends on the offset only
+    torch.testing.assert_close(dots, torch.full_like(dots, (k * omega).cos().sum().item()), atol=1e-4, rtol=0)
+
+
+# ---- xy_pos_embed: the learned 2-D table of the ViT paper's Appendix D.4 -------------------
+
+
+@pytest.mark.parametrize("rows, cols, half", [(3, 5, 4), (4, 2, 6), (1, 3, 2), (6, 6, 8)])
+def test_xy_pos_embed_concatenates_x_then_y_in_patchify_order(rows, cols, half):
+    torch.manual_seed(0)
+    x_embed, y_embed = torch.randn(cols, half), torch.randn(rows, half)
+    table = xy_pos_embed(x_embed, y_embed)
+    assert table.shape == (rows * cols, 2 * half)
+    by_loop = torch.stack([torch.cat([x_embed[c], y_embed[r]]) for r in range(rows) for c in range(cols)])
+    assert torch.equal(table, by_loop)
+    # patch (r, c) of an image is entry r * cols + c of patchify: the same order
+    image = torch.arange(rows * cols, dtype=torch.float32).reshape(1, 1, rows, cols)  # pixel (r, c) = r * cols + c
+    assert patchify(image, 1)[0, :, 0].tolist() == list(range(rows * cols))
+
+
+def test_xy_pos_embed_lets_gradients_reach_both_tables():
+    x_embed = torch.randn(5, 4, requires_grad=True)
+    y_embed = torch.randn(3, 4, requires_grad=True)
+    xy_pos_embed(x_embed, y_embed).sum().backward()
+    assert torch.equal(x_embed.grad, torch.full((5, 4), 3.0))  # each column is used by 3 rows
+    assert torch.equal(y_embed.grad, torch.full((3, 4), 5.0))  # each row by 5 columns
+
+
+@pytest.mark.parametrize(
+    "x_embed, y_embed, words",
+    [
+        (torch.zeros(5, 4), torch.zeros(3, 6), r"same width D/2, got \(5, 4\) and \(3, 6\)"),
+        (torch.zeros(5), torch.zeros(3, 4), r"x_embed shaped \(cols, D/2\), got a 1-D tensor"),
+        (torch.zeros(5, 4), torch.zeros(0, 4), r"y_embed shaped \(rows, D/2\) with something on every axis"),
+    ],
+)
+def test_xy_pos_embed_rejects_tables_that_do_not_fit(x_embed, y_embed, words):
+    with pytest.raises(ValueError, match=words):
+        xy_pos_embed(x_embed, y_embed)
 
 
 # ---- resize_pos_embed -------------------------------------------------------------------

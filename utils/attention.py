@@ -107,6 +107,8 @@ def scaled_dot_product_attention(
     Raises:
         ValueError for tensors that do not fit together (see check_qkv), a mask that is not
         boolean, does not broadcast or hides a whole row (check_mask), or a dropout_p outside [0, 1).
+        For a query whose every key is hidden the formula gives NaN (0/0) and torch's
+        F.scaled_dot_product_attention returns zeros (torch 2.13); this function refuses the mask.
     """
     check_qkv(q, k, v)
     dropout_p = check_probability(dropout_p, "dropout_p")

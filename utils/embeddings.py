@@ -58,13 +58,19 @@ def grid_coordinates(rows: int, cols: int) -> torch.Tensor:
 
 
 def sincos_1d(positions: torch.Tensor, dim: int) -> torch.Tensor:
-    """Fixed sin-cos code of 1-D positions, as in "Attention Is All You Need".
+    """Fixed sin-cos code of 1-D positions: the frequencies of "Attention Is All You Need", in the
+    channel order of MAE and timm (all the sines, then all the cosines).
+
+    The Transformer paper interleaves them instead, PE(p, 2i) = sin(p w_i), PE(p, 2i + 1) = cos(p w_i):
+    the same numbers, in another fixed order of the channels (column i here is column 2i there,
+    column dim/2 + i is column 2i + 1).
 
     Args:
         positions: (M,) finite positions, integers or not.
         dim: even width >= 2; the first half holds sines, the second half cosines.
     Returns:
-        (M, dim); frequencies fall geometrically from 1 to 1/10000.
+        (M, dim): [sin(p w_0), ..., sin(p w_{dim/2-1}), cos(p w_0), ..., cos(p w_{dim/2-1})], with
+        w_i = 1/10000^(i/(dim/2)) falling geometrically from 1 towards 1/10000.
     """
     check_tensor(positions, "positions", "(M,)", ndim=1)
     if positions.is_complex() or not positions.isfinite().all():
@@ -79,7 +85,10 @@ def sincos_1d(positions: torch.Tensor, dim: int) -> torch.Tensor:
 def sincos_pos_embed_2d(grid_size: int | tuple[int, int], embed_dim: int, cls_token: bool = True) -> torch.Tensor:
     """Fixed 2-D sin-cos position table: half the width codes the column, half the row.
 
-    The layout of MAE and timm, so their fixed tables load as they are.
+    The layout of MAE and timm, so their fixed tables load as they are: [sin(col w), cos(col w),
+    sin(row w), cos(row w)] with w_i = 1/10000^(i/(D/4)), i = 0 .. D/4 - 1. big_vision's
+    posemb_sincos_2d ("Better plain ViT baselines", Beyer et al. 2022) has the same layout but
+    w_i = 1/10000^(i/(D/4 - 1)), and no class-token row.
 
     Args:
         grid_size: patches per side (or (rows, cols)).
@@ -97,6 +106,28 @@ def sincos_pos_embed_2d(grid_size: int | tuple[int, int], embed_dim: int, cls_to
     if cls_token:
         table = torch.cat([torch.zeros(1, embed_dim), table], dim=0)  # (N + 1, D)
     return table.unsqueeze(0)  # (1, T, D)
+
+
+def xy_pos_embed(x_embed: torch.Tensor, y_embed: torch.Tensor) -> torch.Tensor:
+    """The learned 2-D position table of the ViT paper's Appendix D.4: one vector per column (the
+    X-embedding) and one per row (the Y-embedding), each D/2 wide, concatenated for every patch.
+
+    Args:
+        x_embed: (cols, D/2), one vector per column of patches.
+        y_embed: (rows, D/2), one vector per row of patches.
+    Returns:
+        (rows * cols, D) in row-major patch order (patchify's): entry r * cols + c is
+        [x_embed[c]; y_embed[r]]. Gradients reach both tables.
+    """
+    check_tensor(x_embed, "x_embed", "(cols, D/2)", ndim=2, nonempty=True)
+    check_tensor(y_embed, "y_embed", "(rows, D/2)", ndim=2, nonempty=True)
+    if x_embed.shape[1] != y_embed.shape[1]:
+        raise ValueError(
+            f"expected x_embed and y_embed of the same width D/2, got {tuple(x_embed.shape)} and {tuple(y_embed.shape)}"
+        )
+    rows, cols = y_embed.shape[0], x_embed.shape[0]
+    row_of, col_of = grid_coordinates(rows, cols).to(x_embed.device).unbind(dim=1)  # each (N,)
+    return torch.cat([x_embed[col_of], y_embed[row_of]], dim=1)  # (N, D/2) + (N, D/2) -> (N, D)
 
 
 def position_table(pos_embed: torch.Tensor, num_prefix_tokens: int = 1) -> torch.Tensor:

@@ -94,7 +94,9 @@ def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
     Returns:
         patches (B, N, C*P*P) with N = (H/P) * (W/P) in row-major order (left to right,
         then top to bottom); each patch flattened in (C, P, P) order, so that a Linear on
-        the patches equals a Conv2d(kernel_size=P, stride=P) whose weight is reshaped (D, C*P*P).
+        the patches equals a Conv2d(kernel_size=P, stride=P) whose weight is reshaped (D, C*P*P):
+        the conv's D kernels, flattened, are the rows of Linear.weight, i.e. the columns of the
+        paper's E = Linear.weight.T, of shape (C*P*P, D).
     """
     P = check_whole(patch_size, "patch_size")
     check_images_fit(images, P)
@@ -131,6 +133,9 @@ def unpatchify(patches: torch.Tensor, patch_size: int, image_size: int | tuple[i
 
 class PatchEmbedding(nn.Module):
     """Cut an image into patches and project each one to a D-wide token, in one strided Conv2d.
+
+    This is eq. 1's x_p E of the ViT paper: E, of shape (C*P*P, D), is
+    proj.weight.reshape(D, C*P*P).T, so the D kernels (C, P, P), flattened, are its columns.
 
     Args:
         image_size: side (or (H, W)) of the images the model is built for.

@@ -1,10 +1,12 @@
-"""Lesson 3's exercise checkers: attention from q, k, v, and a boolean mask applied to the scores."""
+"""Lesson 3's exercise checkers: attention from q, k, v, a boolean mask applied to the scores, and
+causal attention, where token i may only attend to the tokens j <= i."""
 
 import math
 import re
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
 from utils.attention import scaled_dot_product_attention
 from utils.checks.core import CheckFailed, call_learner, compare, summarize
@@ -302,3 +304,160 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
             )
         )
     print(f"✓ masked_softmax matches the reference on {len(verdicts)} masks: {summarize(verdicts)}")
+
+
+CAUSAL_CASES = [  # (q shape, k shape, v shape): self-attention, so q, k and v have the same N tokens
+    ((6, 8), (6, 8), (6, 8)),  # one sequence, N != d: a mask built from the width d does not fit
+    ((2, 7, 16), (2, 7, 16), (2, 7, 5)),  # (B, N, d), d_v != d
+    ((2, 3, 9, 64), (2, 3, 9, 64), (2, 3, 9, 64)),  # (B, heads, N, d) at a ViT head width: the scale matters
+]
+
+
+def _causal_weight_variants(q: torch.Tensor, k: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible causal attention weights, each keyed by the sentence that explains it."""
+    N, d = q.shape[-2], q.shape[-1]
+    allowed = torch.ones(N, N, dtype=torch.bool).tril()  # (N, N): True where j <= i
+    scores = q @ k.transpose(-2, -1)  # (..., N, N), not yet scaled
+    scaled = scores / math.sqrt(d)
+    minus_inf = float("-inf")
+    return {
+        "the future keys are hidden after the softmax: zeroing them (weights * mask, torch.tril(weights)) leaves "
+        "rows that no longer sum to 1; set the scores of the keys j > i to -inf before the softmax": scaled.softmax(-1)
+        * allowed,
+        "the mask is transposed: it keeps the keys j >= i (the upper triangle, torch.triu) and hides the past; "
+        "query i may attend to the keys j <= i, the lower triangle (torch.tril)": scaled.masked_fill(
+            ~allowed.T, minus_inf
+        ).softmax(-1),
+        "the hidden scores are set to 0, not -inf (masked_fill with 0, scores * mask, or torch.tril(scores)): "
+        "exp(0) = 1, so the future keys still get weight; fill them with float('-inf')": scaled.masked_fill(
+            ~allowed, 0.0
+        ).softmax(-1),
+        "the scores are not scaled: divide q @ k^T by sqrt(d) before the softmax, as in exercise 1": scores.masked_fill(
+            ~allowed, minus_inf
+        ).softmax(-1),
+        "the scale is applied after the softmax: divide the scores by sqrt(d) before it": scores.masked_fill(
+            ~allowed, minus_inf
+        ).softmax(-1)
+        / math.sqrt(d),
+        "the mask is inverted: it hides the keys j <= i and keeps the future ones; True means 'may attend', so "
+        "hide the scores where the mask is False (masked_fill(~mask, -inf))": scaled.masked_fill(
+            allowed, minus_inf
+        ).softmax(-1),
+        "each token hides itself too: j <= i includes j = i, the diagonal (torch.tril(..., diagonal=0)); "
+        "the first token, with no earlier key, gets NaN": scaled.masked_fill(~allowed.tril(-1), minus_inf).softmax(-1),
+        "your weights have no causal mask: query i still gives weight to the later keys j > i; set their scores "
+        "to -inf before the softmax": scaled.softmax(-1),
+        "the softmax runs over the wrong axis: each row (one query's weights over the keys) must sum to 1, "
+        "so use dim=-1": scaled.masked_fill(~allowed, minus_inf).softmax(-2),
+        "you returned the masked scores as the weights: the weights are their softmax over the keys (dim=-1)": (
+            scaled.masked_fill(~allowed, minus_inf)
+        ),
+    }
+
+
+def _causal_out_variants(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    """Wrong-but-plausible outputs of causal attention, built from the right (masked) weights."""
+    unmasked = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1)  # (..., N, N)
+    return {
+        **_out_variants(weights, q, v),
+        "your out ignores the mask: compute it from the masked weights, out = weights @ v": unmasked @ v,
+    }
+
+
+def _explain_causal_crash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Callable[[Exception], str | None]:
+    """error -> what a failure while building or applying a causal mask most likely means."""
+    N, d = q.shape[-2], q.shape[-1]
+    matmul = _explain_attention_crash(q, k, v)
+
+    def explain(error: Exception) -> str | None:
+        text = str(error)
+        if "only supports boolean masks" in text or "only implemented on integer and Boolean" in text:
+            return (
+                "the mask must be boolean, True where attention is allowed: "
+                "torch.ones(N, N, dtype=torch.bool).tril(), or mask == 1 for a float mask"
+            )
+        sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", text)
+        if sizes and {int(sizes[1]), int(sizes[2])} == {N, d}:
+            return (
+                f"the mask is {d} x {d}: build it from the number of tokens N = q.shape[-2] ({N}), "
+                f"not from the width d = q.shape[-1] ({d})"
+            )
+        return matmul(error)
+
+    return explain
+
+
+def check_causal_attention(
+    fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+) -> None:
+    """Check a learner's causal_attention(q, k, v) -> (out (..., N, d_v), weights (..., N, N)): attention in
+    which query i may only attend to the keys j <= i. The reference is checked against torch's
+    F.scaled_dot_product_attention(q, k, v, is_causal=True)."""
+    generator = torch.Generator().manual_seed(0)
+    verdicts = []
+    for q_shape, k_shape, v_shape in CAUSAL_CASES:
+        q, k, v = (torch.randn(shape, generator=generator) for shape in (q_shape, k_shape, v_shape))
+        N = q.shape[-2]
+        allowed = torch.ones(N, N, dtype=torch.bool).tril()  # (N, N): True where key j <= query i
+        expected_out, expected_weights = scaled_dot_product_attention(q, k, v, mask=allowed)
+        torch_out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # the independent reference
+        if not torch.allclose(expected_out, torch_out, atol=ATOL):  # the course's own bug, not the learner's
+            raise RuntimeError("the reference differs from F.scaled_dot_product_attention(is_causal=True)")
+        where = f"for q {q_shape}, k {k_shape}, v {v_shape}"
+        out, weights = call_learner(
+            fn,
+            q.clone(),
+            k.clone(),
+            v.clone(),
+            returns=_is_pair_of_tensors,
+            expected="a pair of tensors (out, weights)",
+            where=where,
+            explain=_explain_causal_crash(q, k, v),
+        )
+        weight_hints = {}
+        if out.shape == expected_weights.shape:
+            weight_hints[tuple(expected_out.shape)] = "you returned (weights, out); return (out, weights)"
+
+        def future_weighted(got: torch.Tensor) -> str | None:
+            """Names weight on the keys after the query, which the causal mask hides."""
+            future = ~allowed.expand_as(got)
+            if got[future].abs().max() > ATOL:
+                return (
+                    f"weights: query i gives weight up to {got[future].abs().max():.3g} to later keys j > i {where}; "
+                    "the causal mask must give them exactly 0"
+                )
+            return None
+
+        verdicts.append(
+            compare(
+                weights,
+                expected_weights,
+                where,
+                shape_wording="expected weights of shape {} (..., N, N)",
+                shape_hints=weight_hints,
+                atol=ATOL,
+                mistakes=_causal_weight_variants(q, k),
+                diagnose=future_weighted,
+                name="weights",
+                nan_hint="a row of NaN is a query whose keys are all hidden: query i must keep the keys j <= i, "
+                "itself included",
+                same_dtype=True,
+            )
+        )
+        verdicts.append(
+            compare(
+                out,
+                expected_out,
+                where,
+                shape_wording="expected out of shape {} (..., N, d_v)",
+                atol=ATOL,
+                mistakes=_causal_out_variants(expected_weights, q, k, v),
+                name="out",
+                advice=": out = weights @ v",
+                same_dtype=True,
+            )
+        )
+    print(
+        f"✓ causal_attention matches the reference on {len(CAUSAL_CASES)} cases (out and weights): "
+        f"{summarize(verdicts)}; the reference equals F.scaled_dot_product_attention(q, k, v, is_causal=True)"
+    )

@@ -1,5 +1,6 @@
 """Lesson 2's exercise checkers: the token sequence z0 (eq. 1 of the ViT paper), the fixed 2-D
-sin-cos position table, and resizing a position table to a new patch grid."""
+sin-cos position table, resizing a position table to a new patch grid, and the learned 2-D table
+of the paper's Appendix D.4."""
 
 import itertools
 import math
@@ -10,7 +11,13 @@ import torch
 import torch.nn.functional as F
 
 from utils.checks.core import CheckFailed, call_learner, compare, summarize
-from utils.embeddings import grid_coordinates, prepend_cls_token, resize_pos_embed, sincos_pos_embed_2d
+from utils.embeddings import (
+    grid_coordinates,
+    prepend_cls_token,
+    resize_pos_embed,
+    sincos_pos_embed_2d,
+    xy_pos_embed,
+)
 
 # ---- the token sequence z0 = [x_class; x_p1 E; ...; x_pN E] + E_pos ----------------------
 
@@ -159,14 +166,19 @@ def check_token_sequence(fn: Callable[..., torch.Tensor]) -> None:
 
 SINCOS_CASES = [(3, 5, 16), (2, 7, 32), (4, 4, 8), (14, 14, 64)]  # (rows, cols, D), non-square first
 
+BIG_VISION = "big_vision's variant (posemb_sincos_2d of Beyer et al. 2022, also lucidrains' simple_vit)"
+BIG_VISION_FREQUENCIES = (
+    f"you divided by D/4 - 1 in the exponent, as {BIG_VISION} does, so that the lowest frequency is exactly "
+    "1/10000; this exercise uses MAE's i/(D/4): omega_i = 1/10000^(i/(D/4)) for i = 0 .. D/4 - 1"
+)
+
 _FREQUENCIES = {  # q = D/4 frequencies per axis, i = 0 .. q - 1; the first one is right
     "right": lambda i, q: 1.0 / 10000 ** (i / q),
     "you used the full width D in the exponent (1/10000^(2i/D)); each axis has its own D/2 "
     "channels, so omega_i = 1/10000^(i/(D/4))": lambda i, q: 1.0 / 10000 ** (i / (2 * q)),
     "you used 1/10000^(i/D); the exponent runs over the D/4 frequencies of one axis: "
     "omega_i = 1/10000^(i/(D/4))": lambda i, q: 1.0 / 10000 ** (i / (4 * q)),
-    "you divided by D/4 - 1 in the exponent; omega_i = 1/10000^(i/(D/4)) for i = 0 .. D/4 - 1, "
-    "so the lowest frequency is just above 1/10000": lambda i, q: 1.0 / 10000 ** (i / max(q - 1, 1)),
+    BIG_VISION_FREQUENCIES: lambda i, q: 1.0 / 10000 ** (i / max(q - 1, 1)),
     "the frequencies are not inverted (10000^(i/(D/4)) grows); omega_i = 1/10000^(i/(D/4)) "
     "falls from 1 to about 1/10000": lambda i, q: 10000.0 ** (i / q),
     "the frequency index starts at 1; with i = 0 .. D/4 - 1 the first frequency is exactly 1": lambda i, q: (
@@ -221,8 +233,9 @@ def _name_sincos_mistake(table: torch.Tensor, rows: int, cols: int, D: int) -> s
     orders = {
         "sin-cos": None,
         "cos-sin": "sin and cos are swapped: each half is [sin(all frequencies), cos(all frequencies)], sines first",
-        "interleaved": "sin and cos are interleaved (sin, cos, sin, cos, ... as in the 1-D Transformer code); "
-        "here each half is all the sines, then all the cosines",
+        "interleaved": "sin and cos are interleaved (sin, cos, sin, cos, ...: the channel order of the original "
+        "Transformer's 1-D code); MAE's layout, used here, puts all the sines of a half first, then all its cosines "
+        "(the same numbers, in another order)",
     }
     choices = itertools.product(_POSITIONS, _FREQUENCIES.items(), (False, True), orders)
     for positions, (name, frequency), axes_swapped, order in choices:
@@ -308,6 +321,18 @@ def _name_sincos_table_mistake(
     )
 
 
+def _is_big_vision_table(got, rows: int, cols: int, D: int) -> bool:
+    """Whether `got` is big_vision's posemb_sincos_2d for this grid, (1, N, D) or (N, D): MAE's layout
+    with omega_i = 1/10000^(i/(D/4 - 1)) and no class-token row."""
+    N = rows * cols
+    if not isinstance(got, torch.Tensor) or got.is_nested or got.layout != torch.strided:
+        return False
+    if not got.is_floating_point() or tuple(got.shape) not in ((1, N, D), (N, D)):
+        return False
+    table = _sincos_variant(rows, cols, D, False, "sin-cos", _FREQUENCIES[BIG_VISION_FREQUENCIES])  # (N, D)
+    return torch.allclose(got.detach().cpu().double().reshape(N, D), table.double(), atol=1e-4)
+
+
 def check_sincos_2d(fn: Callable[[int, int, int], torch.Tensor]) -> None:
     """Check a learner's sincos_2d(rows, cols, embed_dim) -> (1, 1 + rows * cols, D), the class
     token's all-zero row first, then the patches in row-major order."""
@@ -332,6 +357,11 @@ def check_sincos_2d(fn: Callable[[int, int, int], torch.Tensor]) -> None:
             (1, 1 + N, 2 * D): f"{too_many} D/2 frequencies per axis (arange(D // 2)); {per_axis}",
             (1, 1 + N, 4 * D): f"{too_many} D frequencies per axis (arange(D)); {per_axis}",
         }
+        if _is_big_vision_table(got, rows, cols, D):
+            raise CheckFailed(
+                f"that is {BIG_VISION}: omega_i = 1/10000^(i/(D/4 - 1)) and no class-token row; this exercise uses "
+                f"MAE's i/(D/4), omega_i = 1/10000^(i/(D/4)), with an all-zero class-token row first ({where})"
+            )
         verdicts.append(
             compare(
                 got,
@@ -443,3 +473,125 @@ def check_resize_pos_embed(fn: Callable[..., torch.Tensor]) -> None:
             )
         )
     print(f"✓ resize matches the reference on {len(verdicts)} grids: {summarize(verdicts)}")
+
+
+# ---- the learned 2-D table of the ViT paper's Appendix D.4 ----------------------------------
+
+XY_CASES = [(3, 5, 8), (4, 2, 12), (2, 7, 6), (6, 6, 16)]  # (rows, cols, D), non-square grids first
+
+XY_SWAPPED = (
+    "the Y (row) embedding comes first; the paper concatenates 'the X and Y embedding', X first: "
+    "the first D/2 channels code the column, as in the sin-cos table"
+)
+XY_COLUMN_MAJOR = (
+    "the patches are listed column by column (top to bottom first); patchify lists them row by row, "
+    "so entry r * cols + c is patch (row r, column c)"
+)
+
+XY_ROWS_CYCLE = (
+    "the rows cycle like the columns (as y_embed.repeat(cols, 1) makes them): in row-major order the row "
+    "stays the same for cols patches in a block, and only the column changes from one patch to the next"
+)
+XY_COLUMNS_HELD = (
+    "each column is held for several patches in a block (as x_embed.repeat_interleave(rows, 0) makes it): "
+    "in row-major order the column changes from one patch to the next, and the row stays the same for cols patches"
+)
+
+
+def _xy_variants(x_embed: torch.Tensor, y_embed: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible (N, D) tables, each keyed by the sentence that explains it."""
+    rows, cols = len(y_embed), len(x_embed)
+    i = torch.arange(rows * cols)  # (N,) entry numbers
+
+    def table(col_of: torch.Tensor, row_of: torch.Tensor, x_first: bool = True) -> torch.Tensor:
+        x, y = x_embed[col_of], y_embed[row_of]  # (N, D/2) each
+        return torch.cat([x, y] if x_first else [y, x], dim=1)  # (N, D)
+
+    column_major = (i // rows, i % rows)  # (column, row) of entry i, top to bottom first
+    return {
+        XY_SWAPPED: table(i % cols, i // cols, x_first=False),
+        XY_COLUMN_MAJOR: table(*column_major),
+        f"{XY_COLUMN_MAJOR}; and {XY_SWAPPED}": table(*column_major, x_first=False),
+        XY_ROWS_CYCLE: table(i % cols, i % rows),
+        XY_COLUMNS_HELD: table(i // rows, i // cols),
+    }
+
+
+def _explain_xy_crash(rows: int, cols: int) -> Callable[[Exception], str | None]:
+    """error -> what the classic crashes of xy_pos_embed mean: a table indexed by the other axis."""
+
+    def explain(error: Exception) -> str | None:
+        text = str(error)
+        out_of_bounds = re.search(r"index (\d+) is out of bounds for dimension 0 with size (\d+)", text)
+        if out_of_bounds and int(out_of_bounds[2]) in (rows, cols):
+            return (
+                "each table is indexed by its own axis: x_embed has one entry per column (cols of them), "
+                "y_embed one per row (rows of them)"
+            )
+        if "expanded size" in text or "Sizes of tensors must match" in text or "must match the size" in text:
+            return (
+                "x_embed is (cols, D/2), one entry per column; y_embed is (rows, D/2), one entry per row; each "
+                "must be spread over the other axis before the two are joined"
+            )
+        return None
+
+    return explain
+
+
+def check_xy_pos_embed(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+    """Check a learner's xy_pos_embed(x_embed (cols, D/2), y_embed (rows, D/2)) -> (rows * cols, D):
+    entry r * cols + c is [x_embed[c]; y_embed[r]], and gradients reach both tables."""
+    generator = torch.Generator().manual_seed(3)
+    verdicts = []
+    for rows, cols, D in XY_CASES:
+        x_embed = torch.randn(cols, D // 2, generator=generator)  # one learned vector per column
+        y_embed = torch.randn(rows, D // 2, generator=generator)  # one per row
+        expected = xy_pos_embed(x_embed, y_embed)  # (N, D)
+        N = rows * cols
+        where = f"for a {rows} x {cols} grid (x_embed {(cols, D // 2)}, y_embed {(rows, D // 2)})"
+        x_in, y_in = x_embed.clone().requires_grad_(), y_embed.clone().requires_grad_()  # learned: they need gradients
+        got = call_learner(fn, x_in, y_in, where=where, explain=_explain_xy_crash(rows, cols))
+        shape_hints = {
+            (N, D // 2): "you added the two embeddings; the paper concatenates them: X (D/2) and Y (D/2) "
+            "side by side make one D-wide position",
+            (N, 2, D // 2): "torch.stack puts the two halves on a new axis; torch.cat(..., dim=-1) joins them "
+            "into one D-wide row",
+            (2 * N, D // 2): "the halves are joined along the patch axis; join them along the channels: "
+            "torch.cat(..., dim=-1)",
+            (rows, cols, D): "the grid is not flattened: reshape(rows * cols, D), row by row",
+            (cols, rows, D): "the grid is (cols, rows, D), not flattened and column by column; the table is "
+            "(rows * cols, D), row by row",
+            (1, N, D): "no batch axis here: return the (rows * cols, D) table",
+        }
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_hints=shape_hints,
+                layout="(rows * cols, D)",
+                any_shape_hint="one row per patch, rows * cols of them, each D = 2 x D/2 wide",
+                mistakes=_xy_variants(x_embed, y_embed),
+                same_dtype=True,
+            )
+        )
+        _raise_if_no_gradient(got, x_in, y_in, where)
+    print(
+        f"✓ xy_pos_embed matches [x_embed[c]; y_embed[r]] in row-major order on {len(verdicts)} grids, "
+        f"gradients reach both tables: {summarize(verdicts)}"
+    )
+
+
+def _raise_if_no_gradient(got: torch.Tensor, x_in: torch.Tensor, y_in: torch.Tensor, where: str) -> None:
+    """CheckFailed when a right table does not carry the gradients back to x_embed and y_embed."""
+    cut = "(a .detach(), .data, .tolist(), torch.tensor(...) or NumPy on the way)"
+    learned = "both tables are learned, so the table must be built from them with torch operations"
+    if not got.requires_grad:
+        raise CheckFailed(f"the values are right, but the result carries no gradient {cut}: {learned} ({where})")
+    grads = torch.autograd.grad(got.sum(), (x_in, y_in), allow_unused=True)
+    missing = [name for name, grad in zip(("x_embed", "y_embed"), grads, strict=True) if grad is None]
+    if missing:
+        raise CheckFailed(
+            f"the values are right, but {' and '.join(missing)} gets no gradient from the result {cut}: "
+            f"{learned} ({where})"
+        )

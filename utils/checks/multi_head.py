@@ -1,4 +1,5 @@
-"""Lesson 4's exercise checkers: split_heads, merge_heads and the whole multi-head forward."""
+"""Lesson 4's exercise checkers: split_heads, merge_heads, the whole multi-head forward, and the
+paper's per-head matrices fused into one qkv weight."""
 
 import copy
 import itertools
@@ -17,17 +18,18 @@ from utils.checks.core import (
     describe,
     raise_if_known_mistake,
     raise_if_not_like,
+    raise_if_wrong_shape,
     summarize,
     varies_between_calls,
 )
 
-SPLIT_CASES = [  # (B, N, D, heads): N, heads and head_dim all different, so no mistake hides
+SPLIT_CASES = [  # (B, T, D, heads): T, heads and head_dim all different, so no mistake hides
     (2, 17, 64, 4),
     (1, 5, 12, 3),
     (3, 6, 8, 2),
     (2, 3, 8, 1),
 ]
-FORWARD_CASES = [(2, 7, 24, 4), (1, 5, 16, 2), (3, 4, 18, 3), (1, 3, 8, 1)]  # (B, N, D, heads)
+FORWARD_CASES = [(2, 7, 24, 4), (1, 5, 16, 2), (3, 4, 18, 3), (1, 3, 8, 1)]  # (B, T, D, heads)
 TOL = dict(atol=1e-5, rtol=1e-4)
 
 VIEW_HINT = (
@@ -43,17 +45,28 @@ def _explain(error: Exception) -> str | None:
     return None
 
 
-def _call(fn: Callable, *args, where: str, several: str = "") -> torch.Tensor:
-    """call_learner with a hint for `.view` after a transpose, and for several tensors (a tuple or a
-    list) where one was expected: `several` says what to do with them."""
-    result = call_learner(fn, *args, returns=object, where=where, explain=_explain)
+CALL_THE_LAYER = "call it on a tensor, e.g. proj(out), and return what it gives"
+
+
+def _call(
+    fn: Callable,
+    *args,
+    where: str,
+    several: str = "",
+    layer: str = CALL_THE_LAYER,
+    explain: Callable[[Exception], str | None] = _explain,
+) -> torch.Tensor:
+    """call_learner with a hint for `.view` after a transpose (or what `explain` says of the
+    learner's error), for several tensors (a tuple or a list) where one was expected (`several`
+    says what to do with them), and for a layer (`layer`)."""
+    result = call_learner(fn, *args, returns=object, where=where, explain=explain)
     if isinstance(result, torch.Tensor):
         return result
     came, hint = describe(result), ""
     if isinstance(result, tuple | list) and result and all(isinstance(t, torch.Tensor) for t in result):
         hint = f": {several}" if several else ""
     elif isinstance(result, nn.Module):
-        came, hint = f"{came} (a layer)", ": call it on a tensor, e.g. proj(out), and return what it gives"
+        came, hint = f"{came} (a layer)", f": {layer}"
     raise CheckFailed(f"expected a torch.Tensor, got {came} {where}{hint}")
 
 
@@ -71,23 +84,23 @@ def _raise_if_misshapen_mistake(
 def _split_variants(x: torch.Tensor, num_heads: int) -> dict[str, torch.Tensor]:
     """Wrong split_heads results, each keyed by the sentence that explains it (those of a wrong
     shape are tried before the shape is judged)."""
-    B, N, D = x.shape
+    B, T, D = x.shape
     h, hd = num_heads, D // num_heads
-    by_token = x.reshape(B, N, h, hd)  # (B, N, heads, head_dim)
+    by_token = x.reshape(B, T, h, hd)  # (B, T, heads, head_dim)
     return {
-        "you reshaped straight to (B, heads, N, head_dim) without a transpose: the shape is right "
+        "you reshaped straight to (B, heads, T, head_dim) without a transpose: the shape is right "
         "but the values are scrambled (each 'head' got consecutive numbers from several tokens); "
-        "reshape to (B, N, heads, head_dim) first, then transpose(1, 2)": x.reshape(B, h, N, hd),
+        "reshape to (B, T, heads, head_dim) first, then transpose(1, 2)": x.reshape(B, h, T, hd),
         "each head must get one contiguous slice of head_dim features, but yours takes every "
         f"{h}-th feature: you cut the width as (head_dim, heads); cut it as (heads, head_dim)": x.reshape(
-            B, N, hd, h
+            B, T, hd, h
         ).permute(0, 3, 1, 2),
-        "you transposed before cutting the width, so the values are scrambled: reshape (B, N, D) to "
-        "(B, N, heads, head_dim) first, then transpose(1, 2)": x.transpose(1, 2).reshape(B, h, N, hd),
+        "you transposed before cutting the width, so the values are scrambled: reshape (B, T, D) to "
+        "(B, T, heads, head_dim) first, then transpose(1, 2)": x.transpose(1, 2).reshape(B, h, T, hd),
         "you cut the width as (head_dim, heads); cut it as (heads, head_dim), so that each head gets "
-        "one contiguous slice of head_dim features, then transpose(1, 2)": x.reshape(B, N, hd, h).transpose(1, 2),
+        "one contiguous slice of head_dim features, then transpose(1, 2)": x.reshape(B, T, hd, h).transpose(1, 2),
         "you cut the width as (head_dim, heads) and did not move the heads in front of the tokens: "
-        "reshape to (B, N, heads, head_dim), then transpose(1, 2)": x.reshape(B, N, hd, h),
+        "reshape to (B, T, heads, head_dim), then transpose(1, 2)": x.reshape(B, T, hd, h),
         "you swapped the last two axes (transpose(2, 3)); the heads axis must move in front of the "
         "tokens: transpose(1, 2)": by_token.transpose(2, 3),
         "you moved head_dim in front of the tokens; move the heads axis there: transpose(1, 2)": by_token.permute(
@@ -97,29 +110,29 @@ def _split_variants(x: torch.Tensor, num_heads: int) -> dict[str, torch.Tensor]:
 
 
 def check_split_heads(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
-    """Check a learner's split_heads(x, num_heads): (B, N, D) -> (B, heads, N, head_dim)."""
+    """Check a learner's split_heads(x, num_heads): (B, T, D) -> (B, heads, T, head_dim)."""
     generator = torch.Generator().manual_seed(0)
     verdicts = []
-    for B, N, D, h in SPLIT_CASES:
-        x = torch.randn(B, N, D, generator=generator)
+    for B, T, D, h in SPLIT_CASES:
+        x = torch.randn(B, T, D, generator=generator)
         expected = split_heads(x, h)
         hd = D // h
         shape_hints = {
-            (B, N, h, hd): "did you transpose? The heads axis must come before the tokens: transpose(1, 2)",
-            (B, hd, N, h): "the heads and head_dim axes are swapped: (B, head_dim, N, heads) instead of "
-            "(B, heads, N, head_dim)",
-            (B, N, hd, h): "that is (B, N, head_dim, heads): the heads axis must come before the tokens, "
+            (B, T, h, hd): "did you transpose? The heads axis must come before the tokens: transpose(1, 2)",
+            (B, hd, T, h): "the heads and head_dim axes are swapped: (B, head_dim, T, heads) instead of "
+            "(B, heads, T, head_dim)",
+            (B, T, hd, h): "that is (B, T, head_dim, heads): the heads axis must come before the tokens, "
             "and head_dim last",
-            (B, h, hd, N): "the last two axes are swapped: (B, heads, head_dim, N); the tokens come before head_dim",
-            (B * h, N, hd): "you folded the heads into the batch axis; keep them apart, (B, heads, N, head_dim)",
+            (B, h, hd, T): "the last two axes are swapped: (B, heads, head_dim, T); the tokens come before head_dim",
+            (B * h, T, hd): "you folded the heads into the batch axis; keep them apart, (B, heads, T, head_dim)",
         }
-        where = f"for x of shape {(B, N, D)} and {h} heads"
+        where = f"for x of shape {(B, T, D)} and {h} heads"
         got = _call(
             fn,
             x.clone(),
             h,
             where=where,
-            several="if these are the heads' slices, (B, N, head_dim) each, torch.stack them along dim 1",
+            several="if these are the heads' slices, (B, T, head_dim) each, torch.stack them along dim 1",
         )
         mistakes = _split_variants(x, h)
         _raise_if_misshapen_mistake(got, expected, mistakes, where)
@@ -130,7 +143,7 @@ def check_split_heads(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
                 where,
                 shape_wording="expected {}",
                 shape_hints=shape_hints,
-                layout="(B, heads, N, head_dim)",
+                layout="(B, heads, T, head_dim)",
                 mistakes=mistakes,
                 same_dtype=True,
             )
@@ -141,49 +154,49 @@ def check_split_heads(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
 def _merge_variants(x: torch.Tensor) -> dict[str, torch.Tensor]:
     """Wrong merge_heads results, each keyed by the sentence that explains it (those of a wrong
     shape are tried before the shape is judged)."""
-    B, h, N, hd = x.shape
+    B, h, T, hd = x.shape
     variants = {
-        "you reshaped to (B, N, D) without transposing back first: the shape is right but the "
-        "values are scrambled; transpose(1, 2) to (B, N, heads, head_dim), then reshape": x.reshape(B, N, h * hd),
+        "you reshaped to (B, T, D) without transposing back first: the shape is right but the "
+        "values are scrambled; transpose(1, 2) to (B, T, heads, head_dim), then reshape": x.reshape(B, T, h * hd),
         "the heads' features are interleaved: each head's head_dim numbers must sit side by side, "
         "head 0's slice first; transpose(1, 2), not a permute that puts head_dim before heads": x.permute(
             0, 2, 3, 1
-        ).reshape(B, N, h * hd),
+        ).reshape(B, T, h * hd),
         "you swapped the last two axes (transpose(2, 3)) before the reshape; the tokens must move in "
-        "front of the heads: transpose(1, 2), then reshape": x.transpose(2, 3).reshape(B, N, h * hd),
+        "front of the heads: transpose(1, 2), then reshape": x.transpose(2, 3).reshape(B, T, h * hd),
     }
     if h > 1:  # with one head, summing, averaging or taking head 0 is right
         variants.update(
             {
                 "you added the heads up; merging puts them side by side (each head keeps its own "
-                "head_dim features): transpose(1, 2), then reshape to (B, N, heads * head_dim)": x.sum(dim=1),
+                "head_dim features): transpose(1, 2), then reshape to (B, T, heads * head_dim)": x.sum(dim=1),
                 "you averaged the heads; merging puts them side by side (each head keeps its own "
-                "head_dim features): transpose(1, 2), then reshape to (B, N, heads * head_dim)": x.mean(dim=1),
+                "head_dim features): transpose(1, 2), then reshape to (B, T, heads * head_dim)": x.mean(dim=1),
                 "you kept only head 0; merging puts all the heads side by side: transpose(1, 2), "
-                "then reshape to (B, N, heads * head_dim)": x[:, 0],
+                "then reshape to (B, T, heads * head_dim)": x[:, 0],
             }
         )
     return variants
 
 
 def check_merge_heads(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-    """Check a learner's merge_heads(x): (B, heads, N, head_dim) -> (B, N, heads * head_dim)."""
+    """Check a learner's merge_heads(x): (B, heads, T, head_dim) -> (B, T, heads * head_dim)."""
     generator = torch.Generator().manual_seed(1)
     verdicts = []
-    for B, N, D, h in SPLIT_CASES:
+    for B, T, D, h in SPLIT_CASES:
         hd = D // h
-        x = torch.randn(B, h, N, hd, generator=generator)
+        x = torch.randn(B, h, T, hd, generator=generator)
         expected = merge_heads(x)
         shape_hints = {
-            (B, h, N * hd): "you forgot to transpose back; the tokens must come before the heads: "
+            (B, h, T * hd): "you forgot to transpose back; the tokens must come before the heads: "
             "transpose(1, 2), then reshape",
-            (B, N, h, hd): "the heads are not merged yet; reshape (B, N, heads, head_dim) to (B, N, heads * head_dim)",
-            (B, N, hd): "one head_dim vector per token: the heads must sit side by side, (B, N, heads * head_dim)",
-            (B, N * h * hd): "you flattened the tokens too; keep them: reshape to (B, N, heads * head_dim)",
-            (B, h * N, hd): "the heads' tokens are one after the other, (B, heads * N, head_dim); put each "
-            "token's heads side by side: transpose(1, 2), then reshape to (B, N, heads * head_dim)",
+            (B, T, h, hd): "the heads are not merged yet; reshape (B, T, heads, head_dim) to (B, T, heads * head_dim)",
+            (B, T, hd): "one head_dim vector per token: the heads must sit side by side, (B, T, heads * head_dim)",
+            (B, T * h * hd): "you flattened the tokens too; keep them: reshape to (B, T, heads * head_dim)",
+            (B, h * T, hd): "the heads' tokens are one after the other, (B, heads * T, head_dim); put each "
+            "token's heads side by side: transpose(1, 2), then reshape to (B, T, heads * head_dim)",
         }
-        where = f"for x of shape {(B, h, N, hd)}"
+        where = f"for x of shape {(B, h, T, hd)}"
         got = _call(fn, x.clone(), where=where)
         mistakes = _merge_variants(x)
         _raise_if_misshapen_mistake(got, expected, mistakes, where)
@@ -194,7 +207,7 @@ def check_merge_heads(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
                 where,
                 shape_wording="expected {}",
                 shape_hints=shape_hints,
-                layout="(B, N, heads * head_dim)",
+                layout="(B, T, heads * head_dim)",
                 mistakes=mistakes,
                 same_dtype=True,
             )
@@ -240,32 +253,32 @@ def reference_multi_head(
     order: which third of qkv(x) is used as (q, k, v); scale: what divides the scores, "head_dim"
     (sqrt(head_dim), right), "D" (sqrt(D)), "none", "head_dim_unrooted" (head_dim itself) or
     "multiplied" (times sqrt(head_dim)); split: "right", "no_transpose" (q, k, v reshaped straight to
-    (B, heads, N, head_dim)), "interleaved" (width cut as (head_dim, heads)) or "heads_first" (qkv
-    read as (heads, 3, head_dim)); softmax_dim: the softmax's axis of the (B, heads, N, N) scores,
+    (B, heads, T, head_dim)), "interleaved" (width cut as (head_dim, heads)) or "heads_first" (qkv
+    read as (heads, 3, head_dim)); softmax_dim: the softmax's axis of the (B, heads, T, T) scores,
     None for no softmax; merge: "right" or "no_transpose"; project: apply the output projection;
     residual: add x to the output; qkv_bias: use qkv's bias.
     """
-    B, N, D = x.shape
+    B, T, D = x.shape
     h, hd = num_heads, D // num_heads
-    t = qkv(x) if qkv_bias else F.linear(x, qkv.weight)  # (B, N, 3D)
+    t = qkv(x) if qkv_bias else F.linear(x, qkv.weight)  # (B, T, 3D)
     if split == "right":
-        parts = t.reshape(B, N, 3, h, hd).permute(2, 0, 3, 1, 4)  # (3, B, heads, N, head_dim)
+        parts = t.reshape(B, T, 3, h, hd).permute(2, 0, 3, 1, 4)  # (3, B, heads, T, head_dim)
     elif split == "interleaved":
-        parts = t.reshape(B, N, 3, hd, h).permute(2, 0, 4, 1, 3)  # (3, B, heads, N, head_dim)
+        parts = t.reshape(B, T, 3, hd, h).permute(2, 0, 4, 1, 3)  # (3, B, heads, T, head_dim)
     elif split == "heads_first":
-        parts = t.reshape(B, N, h, 3, hd).permute(3, 0, 2, 1, 4)  # (3, B, heads, N, head_dim)
+        parts = t.reshape(B, T, h, 3, hd).permute(3, 0, 2, 1, 4)  # (3, B, heads, T, head_dim)
     elif split == "no_transpose":
-        parts = torch.stack([p.reshape(B, h, N, hd) for p in t.chunk(3, dim=-1)])  # scrambled
+        parts = torch.stack([p.reshape(B, h, T, hd) for p in t.chunk(3, dim=-1)])  # scrambled
     else:
         raise ValueError(f"unknown split {split!r}")
-    q, k, v = parts[order[0]], parts[order[1]], parts[order[2]]  # each (B, heads, N, head_dim)
-    products = q @ k.transpose(-2, -1) / SCALES[scale](hd, D)  # (B, heads, N, N)
-    weights = products if softmax_dim is None else products.softmax(dim=softmax_dim)  # (B, heads, N, N)
-    out = weights @ v  # (B, heads, N, head_dim)
+    q, k, v = parts[order[0]], parts[order[1]], parts[order[2]]  # each (B, heads, T, head_dim)
+    products = q @ k.transpose(-2, -1) / SCALES[scale](hd, D)  # (B, heads, T, T)
+    weights = products if softmax_dim is None else products.softmax(dim=softmax_dim)  # (B, heads, T, T)
+    out = weights @ v  # (B, heads, T, head_dim)
     if merge == "right":
-        out = out.transpose(1, 2).reshape(B, N, D)  # (B, N, D)
+        out = out.transpose(1, 2).reshape(B, T, D)  # (B, T, D)
     else:
-        out = out.reshape(B, N, D)  # scrambled
+        out = out.reshape(B, T, D)  # scrambled
     out = proj(out) if project else out
     return x + out if residual else out
 
@@ -304,13 +317,13 @@ def _forward_variants(x: torch.Tensor, qkv: nn.Linear, proj: nn.Linear, h: int) 
             ] = wrong(order=order)
     variants.update(
         {
-            "you split the heads wrongly: q, k and v were reshaped straight to (B, heads, N, head_dim) "
-            "without a transpose; reshape to (B, N, 3, heads, head_dim), "
+            "you split the heads wrongly: q, k and v were reshaped straight to (B, heads, T, head_dim) "
+            "without a transpose; reshape to (B, T, 3, heads, head_dim), "
             "then permute(2, 0, 3, 1, 4)": wrong(split="no_transpose"),
             "you split the heads wrongly: each head must take a contiguous slice of head_dim features "
             "(the width cut as (heads, head_dim), not (head_dim, heads))": wrong(split="interleaved"),
             "you split the heads wrongly: qkv(x) is [q | k | v], each D wide, so reshape to "
-            "(B, N, 3, heads, head_dim), not (B, N, heads, 3, head_dim)": wrong(split="heads_first"),
+            "(B, T, 3, heads, head_dim), not (B, T, heads, 3, head_dim)": wrong(split="heads_first"),
             "the softmax runs over the wrong axis: each query's weights over the keys must sum to 1, "
             "so take it over the last axis": wrong(softmax_dim=-2),
             "the softmax runs over the heads axis (dim=1); each query's weights over the keys must sum "
@@ -318,8 +331,8 @@ def _forward_variants(x: torch.Tensor, qkv: nn.Linear, proj: nn.Linear, h: int) 
             "you forgot the softmax: the weights are softmax(q kᵀ / sqrt(head_dim)) over the keys, dim=-1": wrong(
                 softmax_dim=None
             ),
-            "you merged the heads without transposing back: transpose(1, 2) to (B, N, heads, head_dim), "
-            "then reshape to (B, N, D)": wrong(merge="no_transpose"),
+            "you merged the heads without transposing back: transpose(1, 2) to (B, T, heads, head_dim), "
+            "then reshape to (B, T, D)": wrong(merge="no_transpose"),
             "you added x to the output: the residual connection belongs to the encoder block (lesson 5), "
             "not to attention; return proj(...) alone": wrong(residual=True),
             "you left out qkv's bias (x @ qkv.weight.T): call the layer, qkv(x), which adds it": wrong(qkv_bias=False),
@@ -328,34 +341,34 @@ def _forward_variants(x: torch.Tensor, qkv: nn.Linear, proj: nn.Linear, h: int) 
     if h > 1:  # one head over the whole width is right when there is one head
         variants[
             f"you attended with one head over the whole width (scaled by sqrt(D)): num_heads = {h} was "
-            "not used; cut q, k and v into heads, (B, heads, N, head_dim)"
+            "not used; cut q, k and v into heads, (B, heads, T, head_dim)"
         ] = reference_multi_head(x, qkv, proj, 1)
     return variants
 
 
 def _forward(fn: Callable, x: torch.Tensor, qkv: nn.Linear, proj: nn.Linear, h: int, where: str) -> torch.Tensor:
     """The learner's forward on copies of x and of the layers (nothing it changes sticks)."""
-    several = "return one tensor, the output (B, N, D) (the weights stay inside)"
+    several = "return one tensor, the output (B, T, D) (the weights stay inside)"
     return _call(fn, x.clone(), copy.deepcopy(qkv), copy.deepcopy(proj), h, where=where, several=several)
 
 
 def check_multi_head_attention(fn: Callable[[torch.Tensor, nn.Linear, nn.Linear, int], torch.Tensor]) -> None:
-    """Check a learner's multi_head_attention(x, qkv, proj, num_heads) -> (B, N, D) against
+    """Check a learner's multi_head_attention(x, qkv, proj, num_heads) -> (B, T, D) against
     utils.MultiHeadSelfAttention holding the same weights."""
     generator = torch.Generator().manual_seed(2)
     verdicts = []
-    for B, N, D, h in FORWARD_CASES:
-        x = torch.randn(B, N, D, generator=generator)
+    for B, T, D, h in FORWARD_CASES:
+        x = torch.randn(B, T, D, generator=generator)
         qkv, proj = _random_layers(D, generator)
         reference = MultiHeadSelfAttention(D, h)
         reference.qkv.load_state_dict(qkv.state_dict())
         reference.proj.load_state_dict(proj.state_dict())
         with torch.no_grad():
             expected = reference(x)
-            where = f"for x of shape {(B, N, D)} and {h} heads"
+            where = f"for x of shape {(B, T, D)} and {h} heads"
 
             got = _forward(fn, x, qkv, proj, h, where)
-            shape_hints = {(B, h, N, D // h): "these are the heads' outputs; merge them to (B, N, D) and apply proj"}
+            shape_hints = {(B, h, T, D // h): "these are the heads' outputs; merge them to (B, T, D) and apply proj"}
             try:
                 verdict = compare(
                     got,
@@ -367,8 +380,8 @@ def check_multi_head_attention(fn: Callable[[torch.Tensor, nn.Linear, nn.Linear,
                     mistakes=_forward_variants(x, qkv, proj, h),
                     mistake_atol=TOL["atol"],
                     mistake_rtol=TOL["rtol"],
-                    advice="; go through the steps in order: qkv, reshape to (B, N, 3, heads, head_dim), permute, "
-                    "softmax(q kᵀ / sqrt(head_dim)) v per head, transpose back, reshape to (B, N, D), proj",
+                    advice="; go through the steps in order: qkv, reshape to (B, T, 3, heads, head_dim), permute, "
+                    "softmax(q kᵀ / sqrt(head_dim)) v per head, transpose back, reshape to (B, T, D), proj",
                     same_dtype=True,
                 )
             except CheckFailed:
@@ -382,4 +395,237 @@ def check_multi_head_attention(fn: Callable[[torch.Tensor, nn.Linear, nn.Linear,
             verdicts.append(verdict)
     print(
         f"✓ multi_head_attention matches utils.MultiHeadSelfAttention on {len(verdicts)} inputs: {summarize(verdicts)}"
+    )
+
+
+# ---- the paper's per-head matrices, fused into one qkv weight ----------------------------------
+
+FUSE_CASES = [(12, 3), (20, 4), (12, 2), (8, 1)]  # (D, heads): head_dim 4, 5, 6, 8, never equal to heads
+FUSE_TOKENS = (2, 5)  # (B, T): the tokens each fused layer is run on
+PARTS = ("W_Q", "W_K", "W_V")  # the learner's three arguments
+ROLES = ("query", "key", "value")
+FUSE_ATOL = 1e-5  # the fused layer and the per-head formula add in another order: ~1e-7 apart
+
+
+def paper_head_matrices(D: int, num_heads: int, generator: torch.Generator) -> list[list[torch.Tensor]]:
+    """[W_Q, W_K, W_V], each a list of `num_heads` random (D, head_dim) matrices: the paper's
+    W_i^Q, W_i^K, W_i^V, in its layout (q_i = x @ W_Q[i])."""
+    hd = D // num_heads
+    return [[torch.randn(D, hd, generator=generator) / math.sqrt(D) for _ in range(num_heads)] for _ in PARTS]
+
+
+def paper_multi_head(
+    x: torch.Tensor,
+    W_Q: list[torch.Tensor],
+    W_K: list[torch.Tensor],
+    W_V: list[torch.Tensor],
+    W_O: torch.Tensor,
+    b_O: torch.Tensor,
+) -> torch.Tensor:
+    """Vaswani et al.'s MultiHead = Concat(head_1, ..., head_h) W^O (+ the bias b^O of a Linear),
+    head_i = softmax((x W_Q[i]) (x W_K[i])ᵀ / sqrt(head_dim)) (x W_V[i]), one head at a time.
+
+    Args:
+        x: (B, T, D) tokens; W_Q, W_K, W_V: lists of (D, head_dim); W_O: (D, D); b_O: (D,).
+    Returns:
+        (B, T, D).
+    """
+    heads = []
+    for Wq, Wk, Wv in zip(W_Q, W_K, W_V, strict=True):
+        q, k, v = x @ Wq, x @ Wk, x @ Wv  # each (B, T, head_dim)
+        weights = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(dim=-1)  # (B, T, T)
+        heads.append(weights @ v)  # head_i: (B, T, head_dim)
+    return torch.cat(heads, dim=-1) @ W_O + b_O  # Concat(head_1, ..., head_h) W^O: (B, T, D)
+
+
+def _fuse_variants(
+    W_Q: list[torch.Tensor], W_K: list[torch.Tensor], W_V: list[torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """Wrong fused weights, each keyed by the sentence that explains it (those of another shape
+    than (3D, D) are named before the shape is judged)."""
+    given = dict(zip("qkv", (W_Q, W_K, W_V), strict=True))
+    blocks = {part: [W.T for W in Ws] for part, Ws in given.items()}  # (head_dim, D) each: nn.Linear's rows
+    h, D = len(W_Q), W_Q[0].shape[0]
+    variants = {}
+    if h > 1:  # with one head, grouping by head or interleaving rows changes nothing
+        variants[
+            "you grouped the rows by head, [q1; k1; v1; q2; k2; v2; ...]: MultiHeadSelfAttention reads "
+            "qkv(x) as (B, T, 3, heads, head_dim), so all the heads' queries come first, then all their "
+            "keys, then all their values: [q1; q2; ...; k1; k2; ...; v1; v2; ...]"
+        ] = torch.cat([blocks[part][i] for i in range(h) for part in "qkv"])
+        variants[
+            "the heads' rows are interleaved (row 0 of every head, then row 1, ...), as torch.stack(..., "
+            "dim=1) and a reshape give them: each head's head_dim rows must sit together, head 0's first"
+        ] = torch.cat([torch.stack(blocks[part], dim=1).reshape(D, D) for part in "qkv"])
+    for order in itertools.permutations("qkv"):
+        if order == ("q", "k", "v"):
+            continue
+        fused = torch.cat([block for part in order for block in blocks[part]])
+        if order == ("k", "q", "v"):
+            reason = (
+                "q and k are swapped: your rows are [keys; queries; values]; MultiHeadSelfAttention reads "
+                "the first D rows of qkv.weight as the queries, the next D as the keys, the last D as the values"
+            )
+        else:
+            taken = "; ".join({"q": "queries", "k": "keys", "v": "values"}[part] for part in order)
+            reason = (
+                f"q, k and v are in the wrong order: your rows are [{taken}]; MultiHeadSelfAttention reads "
+                "the first D rows of qkv.weight as the queries, the next D as the keys, the last D as the values"
+            )
+        variants[reason] = fused
+    variants[
+        "you kept the paper's (D, head_dim) matrices as they are: nn.Linear stores its weight as (out, in) "
+        "and computes x @ weight.T, so head i's block of rows is W_Q[i].T, (head_dim, D)"
+    ] = torch.cat([W for part in "qkv" for W in given[part]])
+    variants[
+        "your weight is (D, 3D), the paper's (in, out) layout: nn.Linear stores its weight as (out, in), "
+        "(3D, D); transpose it"
+    ] = torch.cat([W for part in "qkv" for W in given[part]], dim=1)
+    return variants
+
+
+def _fuse_shape_hints(D: int, h: int) -> dict[tuple[int, ...], str]:
+    """Wrong shapes of the fused weight, each with the sentence that explains it."""
+    hd = D // h
+    stacked = "nn.Linear's weight is 2-D: concatenate the blocks one under the other (torch.cat), do not stack them"
+    transposed = (
+        "nn.Linear's weight is 2-D and (out, in): transpose each matrix to (head_dim, D) and concatenate them "
+        "one under the other (torch.cat)"
+    )
+    hints = {
+        (3, h, hd, D): f"you stacked the blocks into (3, heads, head_dim, D); {stacked}",
+        (3 * h, hd, D): f"you stacked the blocks into (3 * heads, head_dim, D); {stacked}",
+        (3, D, D): f"you stacked q, k and v into (3, D, D); {stacked}",
+        (3, h, D, hd): f"you stacked the paper's (D, head_dim) matrices as they are; {transposed}",
+        (3 * h, D, hd): f"you stacked the paper's (D, head_dim) matrices as they are; {transposed}",
+        (D, 3 * D): "that is (D, 3D), the paper's (in, out) layout: nn.Linear stores its weight as (out, in), (3D, D)",
+        (hd, 3 * h * D): "you put the transposed blocks side by side (dim=1); put them one under the other, "
+        "torch.cat(..., dim=0)",
+        (D, D): "that is one projection, (D, D): qkv.weight holds the queries, keys and values of every head, (3D, D)",
+    }
+    if h > 1:  # with one head, (3 * heads * D, head_dim) is (3D, D) itself
+        hints[(3 * h * D, hd)] = (
+            "the blocks are (D, head_dim), the paper's layout: nn.Linear wants (out, in), so transpose each "
+            "one to (head_dim, D)"
+        )
+    return hints
+
+
+def _fused_layer(weight: torch.Tensor, W_O: torch.Tensor, b_O: torch.Tensor, num_heads: int) -> MultiHeadSelfAttention:
+    """MultiHeadSelfAttention (no qkv bias) holding `weight` as qkv.weight and W_O, b_O as proj."""
+    D = W_O.shape[0]
+    layer = MultiHeadSelfAttention(D, num_heads, qkv_bias=False).eval()
+    with torch.no_grad():
+        layer.qkv.weight.copy_(weight)
+        layer.proj.weight.copy_(W_O.T)  # Linear's (out, in) = (W^O)ᵀ
+        layer.proj.bias.copy_(b_O)
+    return layer
+
+
+def _misplaced_rows(
+    weight: torch.Tensor, W_Q: list[torch.Tensor], W_K: list[torch.Tensor], W_V: list[torch.Tensor], where: str
+) -> str | None:
+    """The first block of head_dim rows of `weight` that is not the one MultiHeadSelfAttention reads
+    there, with what it holds instead (a given matrix, transposed or not, or none); None if every
+    block is right."""
+    h, (D, hd) = len(W_Q), W_Q[0].shape
+    given = dict(zip(PARTS, (W_Q, W_K, W_V), strict=True))
+    sources = {}
+    for part, Ws in given.items():
+        for i, W in enumerate(Ws):
+            sources[f"{part}[{i}].T"] = W.T
+            if hd == D:  # a square block may also be the matrix itself
+                sources[f"{part}[{i}] (not transposed)"] = W
+    weight = weight.detach().double()
+    for block in range(3 * h):
+        rows = weight[block * hd : (block + 1) * hd]  # (head_dim, D)
+        role, i = block // h, block % h
+        wanted = f"{PARTS[role]}[{i}].T"
+        if torch.allclose(rows, sources[wanted].double(), atol=1e-6):
+            continue
+        found = next((name for name, W in sources.items() if torch.allclose(rows, W.double(), atol=1e-6)), None)
+        span = f"rows {block * hd}:{(block + 1) * hd}"
+        holds = f"hold {found}" if found else "match none of the given matrices (transposed or not)"
+        return (
+            f"{span} of your weight {holds}, but MultiHeadSelfAttention reads {span} as head {i}'s "
+            f"{ROLES[role]} projection, {wanted} ({where})"
+        )
+    return None
+
+
+def _explain_lists(error: Exception) -> str | None:
+    """A list used as a tensor, in words (the per-head matrices come as lists); else _explain."""
+    if "'list' object has no attribute" in str(error):
+        return "W_Q, W_K and W_V are Python lists of (D, head_dim) tensors, one per head: use their items, W_Q[i]"
+    return _explain(error)
+
+
+def check_fuse_head_weights(
+    fn: Callable[[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]], torch.Tensor],
+) -> None:
+    """Check a learner's fuse_head_weights(W_Q, W_K, W_V): the paper's per-head matrices, lists of
+    (D, head_dim), -> the (3D, D) qkv.weight with which MultiHeadSelfAttention (qkv_bias=False)
+    computes the paper's Concat(head_1, ..., head_h) W^O, one head at a time."""
+    generator = torch.Generator().manual_seed(3)
+    verdicts = []
+    for D, h in FUSE_CASES:
+        hd = D // h
+        W_Q, W_K, W_V = paper_head_matrices(D, h, generator)
+        W_O = torch.randn(D, D, generator=generator) / math.sqrt(D)  # (h * head_dim, D)
+        b_O = torch.randn(D, generator=generator) * 0.1
+        x = torch.randn(*FUSE_TOKENS, D, generator=generator)  # (B, T, D)
+        where = f"for {h} head{'s' if h > 1 else ''} of head_dim {hd}, D = {D}"
+        got = _call(
+            fn,
+            *([W.clone() for W in Ws] for Ws in (W_Q, W_K, W_V)),
+            where=where,
+            several="return one tensor, qkv.weight of shape (3D, D), that holds every head's three projections",
+            layer="return the weight itself, a (3D, D) tensor",
+            explain=_explain_lists,
+        )
+        right = torch.cat([W.T for Ws in (W_Q, W_K, W_V) for W in Ws])  # (3D, D): a weight of the right kind
+        variants = _fuse_variants(W_Q, W_K, W_V)
+        raise_if_not_like(got, right, where)  # float64 will do: copying into the layer casts it
+        shape_hints = _fuse_shape_hints(D, h)
+        misshapen = {reason: wrong for reason, wrong in variants.items() if wrong.shape != right.shape}
+        raise_if_known_mistake(got.detach(), misshapen, where)
+        raise_if_wrong_shape(
+            got,
+            right,
+            where,
+            shape_hints=shape_hints,
+            layout="(3D, D)",
+            any_shape_hint=f"MultiHeadSelfAttention({D}, {h}).qkv.weight is (3D, D), nn.Linear's (out, in)",
+            shape_wording="expected qkv.weight of shape {}",
+        )
+        with torch.no_grad():
+            expected = paper_multi_head(x, W_Q, W_K, W_V, W_O, b_O)  # (B, T, D)
+            output = _fused_layer(got, W_O, b_O, h)(x)  # (B, T, D)
+            wrong_outputs = {
+                reason: _fused_layer(wrong, W_O, b_O, h)(x)
+                for reason, wrong in variants.items()
+                if wrong.shape == right.shape
+            }
+        wrong_outputs = {
+            reason: out for reason, out in wrong_outputs.items() if not torch.allclose(out, expected, atol=FUSE_ATOL)
+        }
+        verdicts.append(
+            compare(
+                output,
+                expected,
+                where,
+                atol=FUSE_ATOL,
+                mistakes=wrong_outputs,
+                mistake_atol=FUSE_ATOL,
+                mistake_rtol=TOL["rtol"],
+                diagnose=lambda _: _misplaced_rows(got, W_Q, W_K, W_V, where),
+                name="the layer's output",
+                advice="; head i's query projection must be rows i * head_dim ... (i + 1) * head_dim - 1 of "
+                "qkv.weight, the keys' blocks start at row D, the values' at row 2D",
+                nan_hint="your weight holds NaN or infinite values",
+            )
+        )
+    print(
+        "✓ fuse_head_weights: MultiHeadSelfAttention holding your qkv.weight equals the paper's "
+        f"Concat(head_1, ..., head_h) W^O on {len(verdicts)} layers: {summarize(verdicts)}"
     )

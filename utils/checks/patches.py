@@ -1,4 +1,5 @@
-"""Lesson 1's exercise checkers: patchify, unpatchify and the attention cost of a patch size."""
+"""Lesson 1's exercise checkers: patchify, unpatchify, the attention cost of a patch size, and a
+JAX/Flax patch-embedding kernel converted into a PyTorch Conv2d weight."""
 
 import itertools
 import re
@@ -287,3 +288,125 @@ def check_attention_cost(fn: Callable[[int, int], tuple[int, int]]) -> None:
         if mistake:
             raise CheckFailed(mistake)
     print(f"✓ attention_cost is right on {len(cases)} image and patch sizes")
+
+
+# ---- a JAX/Flax patch-embedding kernel -> a PyTorch Conv2d weight ------------------------------
+
+JAX_KERNEL_CASES = [  # (P, C, D): every size different, so that no two axes can be mixed up unseen
+    (4, 3, 8),
+    (2, 5, 6),
+    (16, 3, 24),
+    (3, 1, 4),  # grayscale last: with C = 1 some orders give the same numbers
+]
+JAX_AXES = ("P_row", "P_col", "C", "D")  # Flax's Conv kernel: (height, width, in, out)
+CONV_AXES = ("D", "C", "P_row", "P_col")  # torch's Conv2d weight: (out, in, height, width)
+
+_PLAIN_RESHAPE = (
+    "a plain reshape re-reads the numbers in JAX's memory order (P, P, C, D); it moves no axis, "
+    "so every kernel gets scrambled: move the axes with permute"
+)
+_H_W_SWAPPED = (
+    "height and width are swapped: JAX's kernel is (height, width, in, out), so P_row stays before P_col; "
+    "reversing every axis (.T, or permute(3, 2, 1, 0)) swaps them too"
+)
+_C_D_SWAPPED = (
+    "C and D are swapped: a Conv2d weight is (out_channels, in_channels, P, P) = (D, C, P, P), "
+    "the output channels first"
+)
+_PIXELS_READ_AS_CHANNELS = (
+    "each kernel is still in JAX's (P, P, C) order, only re-read as (C, P, P) (flattening to (P*P*C, D) "
+    "and transposing moves D but not C): move the C axis in front of the two pixel axes"
+)
+_FLIPPED = (
+    "the kernel is flipped in space: JAX's conv and torch's Conv2d both compute a cross-correlation, "
+    "so no flip is needed; the pixels keep their places"
+)
+KERNEL_ORDER_MISTAKES = {  # an order of the JAX axes, flattened into the (D, C, P, P) shape -> its sentence
+    JAX_AXES: _PLAIN_RESHAPE,
+    ("D", "C", "P_col", "P_row"): _H_W_SWAPPED,
+    ("C", "D", "P_row", "P_col"): _C_D_SWAPPED,
+    ("D", "P_row", "P_col", "C"): _PIXELS_READ_AS_CHANNELS,
+}
+
+
+def _jax_patch_tokens(images_nhwc: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
+    """What JAX's patch embedding computes, written out: (B, H, W, C) channels-last images and a
+    (P, P, C, D) kernel -> (B, rows, cols, D) tokens, each the sum over one patch's pixels and
+    channels of pixel times kernel (a cross-correlation with stride P, no bias)."""
+    B, H, W, C = images_nhwc.shape
+    P = kernel.shape[0]
+    grid = images_nhwc.reshape(B, H // P, P, W // P, P, C)  # (B, rows, P_row, cols, P_col, C)
+    return torch.einsum("bricjk,ijkd->brcd", grid, kernel)  # (B, rows, cols, D)
+
+
+def _kernel_axis_order(got: torch.Tensor, kernel: torch.Tensor) -> tuple[str, ...] | None:
+    """The order of the JAX kernel's axes (named JAX_AXES) that, flattened into got's shape, gives
+    `got`; None if none does or if it is the right one."""
+    for order in itertools.permutations(range(4)):
+        candidate = kernel.permute(*order)
+        if candidate.numel() == got.numel() and torch.equal(candidate.reshape(got.shape), got):
+            named = tuple(JAX_AXES[axis] for axis in order)
+            return named if named != CONV_AXES else None
+    return None
+
+
+def check_jax_kernel_to_conv(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """Check a learner's jax_kernel_to_conv(kernel) on random kernels: a JAX/Flax patch-embedding
+    kernel (P, P, C, D) must come back as the PyTorch Conv2d weight (D, C, P, P) that computes the
+    same tokens; a view (not contiguous) is as right as a copy."""
+    generator = torch.Generator().manual_seed(2)
+    verdicts = []
+    for P, C, D in JAX_KERNEL_CASES:
+        kernel = torch.randn(P, P, C, D, generator=generator)  # (P, P, C, D), as a Flax checkpoint stores it
+        expected = kernel.permute(3, 2, 0, 1)  # (D, C, P, P)
+        where = f"for a JAX kernel of shape {(P, P, C, D)} (P={P}, C={C}, D={D})"
+        got = call_learner(fn, kernel.clone(), where=where)
+        shape_hints = {
+            (P, P, C, D): "that is the JAX layout unchanged, (P, P, C, D) = (height, width, in, out); "
+            "PyTorch wants (out, in, height, width)",
+            (C, D, P, P): _C_D_SWAPPED,
+            (D, P, P, C): "the channels ended up last, (D, P, P, C); PyTorch's Conv2d is channels-first: (D, C, P, P)",
+            (D, C * P * P): "that is a Linear weight (D, C*P*P); keep the kernel 4-D, (D, C, P, P)",
+            (P * P * C, D): "that is the kernel flattened to the paper's E, (P*P*C, D); a Conv2d weight "
+            "is 4-D, (D, C, P, P)",
+        }
+
+        def axis_order(got: torch.Tensor) -> str | None:
+            """Names any order of the kernel's axes that is not Conv2d's."""
+            order = _kernel_axis_order(got, kernel)
+            if order is None:
+                return None
+            if order in KERNEL_ORDER_MISTAKES:
+                return f"{KERNEL_ORDER_MISTAKES[order]} ({where})"
+            return (
+                f"the numbers are the kernel's, but in the axis order ({', '.join(order)}); a Conv2d weight "
+                f"is (D, C, P_row, P_col) = (out, in, height, width) ({where})"
+            )
+
+        if isinstance(got, torch.Tensor) and got.shape != expected.shape and tuple(got.shape) not in shape_hints:
+            named = axis_order(got.detach())  # a permute of the wrong axes: name their order, not only the shape
+            if named:
+                raise CheckFailed(named)
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_wording="expected a Conv2d weight (D, C, P, P) = {}",
+                shape_hints=shape_hints,
+                layout="(D, C, P, P)",
+                mistakes={_FLIPPED: expected.flip(2, 3)},
+                diagnose=axis_order,
+                advice=": JAX's kernel is (height, width, in, out), a Conv2d weight (out, in, height, width)",
+            )
+        )
+        # what the weight is for: a Conv2d with it gives the tokens JAX's convolution gives
+        images = torch.rand(2, C, 2 * P, 3 * P, generator=generator)  # (B, C, H, W), rows != cols
+        tokens = F.conv2d(images, got.detach().to(images.dtype), stride=P)  # (B, D, rows, cols)
+        jax_tokens = _jax_patch_tokens(images.permute(0, 2, 3, 1), kernel)  # (B, rows, cols, D)
+        if not torch.allclose(tokens.permute(0, 2, 3, 1), jax_tokens, atol=1e-4, rtol=1e-4):
+            raise CheckFailed(f"a Conv2d with your weight does not give the JAX tokens {where}")
+    print(
+        f"✓ jax_kernel_to_conv matches the reference on {len(verdicts)} kernels: {summarize(verdicts)}; "
+        "a Conv2d with your weight gives the tokens of JAX's convolution"
+    )

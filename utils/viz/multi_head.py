@@ -1,5 +1,5 @@
 """Lesson 4's pictures: the tensor's shape at each step of multi-head attention, and the width of
-the tokens cut into one slice per head."""
+the projected queries (or keys, values) cut into one slice per head."""
 
 from typing import NamedTuple
 
@@ -23,40 +23,40 @@ class ShapeStep(NamedTuple):
     shape: tuple[int, ...]
 
 
-def multi_head_shapes(B: int, N: int, D: int, num_heads: int) -> list[ShapeStep]:
-    """The shape of the tensor after every step of multi-head self-attention on (B, N, D) tokens.
+def multi_head_shapes(B: int, T: int, D: int, num_heads: int) -> list[ShapeStep]:
+    """The shape of the tensor after every step of multi-head self-attention on (B, T, D) tokens.
 
     The steps are those of `utils.MultiHeadSelfAttention.forward`; q, k and v share one step.
     """
-    for value, name in [(B, "B"), (N, "N"), (D, "D"), (num_heads, "num_heads")]:
+    for value, name in [(B, "B"), (T, "T"), (D, "D"), (num_heads, "num_heads")]:
         check_whole(value, name)
     if D % num_heads:
         raise ValueError(f"width D={D} is not divisible by num_heads={num_heads}")
     h, hd = num_heads, D // num_heads
     return [
-        ShapeStep("tokens x", "", "(B, N, D)", (B, N, D)),
-        ShapeStep("qkv(x)", "qkv = Linear(D, 3D): q, k, v in one matmul", "(B, N, 3D)", (B, N, 3 * D)),
-        ShapeStep("split", "reshape: 3D = 3 x heads x head_dim", "(B, N, 3, heads, head_dim)", (B, N, 3, h, hd)),
-        ShapeStep("per head", "permute(2, 0, 3, 1, 4)", "(3, B, heads, N, head_dim)", (3, B, h, N, hd)),
-        ShapeStep("q, k, v (each)", "unbind the first axis", "(B, heads, N, head_dim)", (B, h, N, hd)),
-        ShapeStep("weights", "softmax(q kᵀ / √head_dim), per head", "(B, heads, N, N)", (B, h, N, N)),
-        ShapeStep("out", "weights @ v", "(B, heads, N, head_dim)", (B, h, N, hd)),
-        ShapeStep("heads back", "transpose(1, 2)", "(B, N, heads, head_dim)", (B, N, h, hd)),
-        ShapeStep("merged", "reshape: heads side by side", "(B, N, D)", (B, N, D)),
-        ShapeStep("output", "proj = Linear(D, D): mixes the heads", "(B, N, D)", (B, N, D)),
+        ShapeStep("tokens x", "", "(B, T, D)", (B, T, D)),
+        ShapeStep("qkv(x)", "qkv = Linear(D, 3D): q, k, v in one matmul", "(B, T, 3D)", (B, T, 3 * D)),
+        ShapeStep("split", "reshape: 3D = 3 x heads x head_dim", "(B, T, 3, heads, head_dim)", (B, T, 3, h, hd)),
+        ShapeStep("per head", "permute(2, 0, 3, 1, 4)", "(3, B, heads, T, head_dim)", (3, B, h, T, hd)),
+        ShapeStep("q, k, v (each)", "unbind the first axis", "(B, heads, T, head_dim)", (B, h, T, hd)),
+        ShapeStep("weights", "softmax(q kᵀ / √head_dim), per head", "(B, heads, T, T)", (B, h, T, T)),
+        ShapeStep("out", "weights @ v", "(B, heads, T, head_dim)", (B, h, T, hd)),
+        ShapeStep("heads back", "transpose(1, 2)", "(B, T, heads, head_dim)", (B, T, h, hd)),
+        ShapeStep("merged", "reshape: heads side by side", "(B, T, D)", (B, T, D)),
+        ShapeStep("output", "proj = Linear(D, D): mixes the heads", "(B, T, D)", (B, T, D)),
     ]
 
 
 def _box_colour(symbols: str) -> str:
-    if symbols.endswith("N, N)"):
+    if symbols.endswith("T, T)"):
         return WEIGHTS
     return HEAD_MAJOR if symbols.startswith(("(3, B, heads", "(B, heads")) else TOKEN_MAJOR
 
 
-def show_multi_head_shapes(B: int, N: int, D: int, num_heads: int, size: float = 6.5) -> plt.Figure:
+def show_multi_head_shapes(B: int, T: int, D: int, num_heads: int, size: float = 6.5) -> plt.Figure:
     """Draw multi-head self-attention as a column of boxes, one per step, each labelled with the
     tensor's shape in letters and in numbers; the operation is written beside each arrow."""
-    steps = multi_head_shapes(B, N, D, num_heads)
+    steps = multi_head_shapes(B, T, D, num_heads)
     rows = len(steps)
     fig, ax = plt.subplots(figsize=(size, size * 1.3), dpi=DPI)
     ax.set_xlim(0, 10)
@@ -87,13 +87,13 @@ def show_multi_head_shapes(B: int, N: int, D: int, num_heads: int, size: float =
                 arrowprops=dict(arrowstyle="->", color="#555555"),
             )
             ax.text(middle + 0.15, y + 1, step.operation, ha="left", va="center", fontsize=8, color="#333333")
-    legend = [(TOKEN_MAJOR, "one row per token"), (HEAD_MAJOR, "one block per head"), (WEIGHTS, "N x N per head")]
+    legend = [(TOKEN_MAJOR, "one row per token"), (HEAD_MAJOR, "one block per head"), (WEIGHTS, "T x T per head")]
     for j, (colour, text) in enumerate(legend):
         x = 0.3 + 3.3 * j
         swatch = FancyBboxPatch((x, -0.7), 0.4, 0.3, boxstyle="square,pad=0", facecolor=colour, edgecolor="#555555")
         ax.add_patch(swatch)
         ax.text(x + 0.55, -0.55, text, ha="left", va="center", fontsize=8)
-    ax.set_title(f"multi-head self-attention, B={B}, N={N}, D={D}, {num_heads} heads of {D // num_heads}")
+    ax.set_title(f"multi-head self-attention, B={B}, T={T}, D={D}, {num_heads} heads of {D // num_heads}")
     return fig
 
 
@@ -103,25 +103,28 @@ def show_head_split(
     labels: list[str] | None = None,
     feature_names: list[str] | None = None,
     size: float = 4.5,
+    what: str = "feature",
 ) -> plt.Figure:
-    """Draw tokens as a (N, D) matrix with the width cut into `num_heads` equal slices, one per
-    head: each head computes its attention from its own slice only.
+    """Draw one sequence's queries (or keys, or values) as a (T, D) matrix with the width cut into
+    `num_heads` equal slices, one per head: head i attends with slice i of the *projected* q, k
+    and v, and every number of that slice was computed from the whole token.
 
     Args:
-        x: (N, D) one sequence of tokens (or of queries, keys, values), D divisible by num_heads.
+        x: (T, D) one sequence's queries, keys or values, D divisible by num_heads.
         labels: optional token names (rows).
         feature_names: optional feature names (columns).
+        what: what a column is, for the axis label, e.g. "feature of q".
     """
-    N, D = check_tensor(x, "one sequence of tokens (N, D)", ndim=2, nonempty=True).shape
+    T, D = check_tensor(x, "one sequence's queries, keys or values (T, D)", ndim=2, nonempty=True).shape
     check_whole(num_heads, "num_heads")
     if labels is not None:
-        check_names(labels, N, "token labels, one per row")
+        check_names(labels, T, "token labels, one per row")
     if feature_names is not None:
         check_names(feature_names, D, "feature names, one per column")
     if D % num_heads:
         raise ValueError(f"width D={D} is not divisible by num_heads={num_heads}")
     head_dim = D // num_heads
-    fig, ax = plt.subplots(figsize=(size, size * max(N, 2) / max(D, 2) + 0.8), dpi=DPI)
+    fig, ax = plt.subplots(figsize=(size, size * max(T, 2) / max(D, 2) + 0.8), dpi=DPI)
     ax.imshow(x.detach().cpu().float().numpy(), cmap="viridis", aspect="auto", interpolation="nearest")
     for head in range(1, num_heads):
         ax.axvline(head * head_dim - 0.5, color="white", linewidth=3)
@@ -134,11 +137,11 @@ def show_head_split(
             va="bottom",
             fontsize=10,
         )
-    ax.set_ylim(N - 0.5, -1.4)  # room above the matrix for the head names
-    ax.set_yticks(range(N), labels if labels is not None else range(N))
+    ax.set_ylim(T - 0.5, -1.4)  # room above the matrix for the head names
+    ax.set_yticks(range(T), labels if labels is not None else range(T))
     if feature_names is not None:
         ax.set_xticks(range(D), feature_names, rotation=90)
-    ax.set_xlabel(f"feature: {num_heads} heads x {head_dim} = {D}")
+    ax.set_xlabel(f"{what}: {num_heads} heads x {head_dim} = {D}")
     ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
     return fig
