@@ -16,197 +16,278 @@ from utils.checks.encoder import (
     COUNT_CASES,
     COUNT_MISTAKES,
     check_count_vit_parameters,
-    check_encoder_block,
+    check_layer_scale_block,
     parameter_count,
     reference_parameter_count,
 )
 
-# ---- the encoder block -------------------------------------------------------------------
+# ---- the LayerScale block --------------------------------------------------------------------
 
 
-def pre_norm_block(x, norm1, attn, norm2, mlp):
+def layer_scale_block(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + gamma1 * attn(norm1(x))
+    return x + gamma2 * mlp(norm2(x))
+
+
+def no_gammas(x, norm1, attn, gamma1, norm2, mlp, gamma2):
     x = x + attn(norm1(x))
     return x + mlp(norm2(x))
 
 
-def no_attention_residual(x, norm1, attn, norm2, mlp):
-    x = attn(norm1(x))
+def no_gamma1(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + attn(norm1(x))
+    return x + gamma2 * mlp(norm2(x))
+
+
+def no_gamma2(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + gamma1 * attn(norm1(x))
     return x + mlp(norm2(x))
 
 
-def no_mlp_residual(x, norm1, attn, norm2, mlp):
-    x = x + attn(norm1(x))
-    return mlp(norm2(x))
+def swapped_gammas(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    return layer_scale_block(x, norm1, attn, gamma2, norm2, mlp, gamma1)
 
 
-def no_residual(x, norm1, attn, norm2, mlp):
-    return mlp(norm2(attn(norm1(x))))
+def gamma1_twice(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    return layer_scale_block(x, norm1, attn, gamma1, norm2, mlp, gamma1)
 
 
-def one_residual_around_the_block(x, norm1, attn, norm2, mlp):
-    return x + mlp(norm2(attn(norm1(x))))
+def gamma2_twice(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    return layer_scale_block(x, norm1, attn, gamma2, norm2, mlp, gamma2)
 
 
-def mlp_residual_adds_the_input(x, norm1, attn, norm2, mlp):
-    h = x + attn(norm1(x))
-    return x + mlp(norm2(h))
+def scaled_stream(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = gamma1 * (x + attn(norm1(x)))
+    return gamma2 * (x + mlp(norm2(x)))
 
 
-def post_norm_block(x, norm1, attn, norm2, mlp):
-    x = norm1(x + attn(x))
-    return norm2(x + mlp(x))
+def scaled_input(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = gamma1 * x + attn(norm1(x))
+    return gamma2 * x + mlp(norm2(x))
 
 
-def swapped_norms(x, norm1, attn, norm2, mlp):
-    return pre_norm_block(x, norm2, attn, norm1, mlp)
+def scale_before_the_norm(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + attn(norm1(gamma1 * x))
+    return x + mlp(norm2(gamma2 * x))
 
 
-def norm1_twice(x, norm1, attn, norm2, mlp):
-    return pre_norm_block(x, norm1, attn, norm1, mlp)
+def scale_after_the_norm(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + attn(gamma1 * norm1(x))
+    return x + mlp(gamma2 * norm2(x))
 
 
-def norm2_twice(x, norm1, attn, norm2, mlp):
-    return pre_norm_block(x, norm2, attn, norm2, mlp)
+def gamma_added(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + (attn(norm1(x)) + gamma1)
+    return x + (mlp(norm2(x)) + gamma2)
 
 
-def parallel_block(x, norm1, attn, norm2, mlp):
-    return x + attn(norm1(x)) + mlp(norm2(x))
+def post_norm_block(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = norm1(x + gamma1 * attn(x))
+    return norm2(x + gamma2 * mlp(x))
 
 
-def mlp_first(x, norm1, attn, norm2, mlp):
-    x = x + mlp(norm2(x))
-    return x + attn(norm1(x))
+def parallel_block(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    return x + gamma1 * attn(norm1(x)) + gamma2 * mlp(norm2(x))
 
 
-def mlp_first_norms_in_order(x, norm1, attn, norm2, mlp):
-    x = x + mlp(norm1(x))
-    return x + attn(norm2(x))
+def no_attention_residual(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = gamma1 * attn(norm1(x))
+    return x + gamma2 * mlp(norm2(x))
 
 
-def normed_residual(x, norm1, attn, norm2, mlp):
+def no_mlp_residual(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + gamma1 * attn(norm1(x))
+    return gamma2 * mlp(norm2(x))
+
+
+def no_residual(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    return gamma2 * mlp(norm2(gamma1 * attn(norm1(x))))
+
+
+def one_residual_around_the_block(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    return x + gamma2 * mlp(norm2(gamma1 * attn(norm1(x))))
+
+
+def mlp_residual_adds_the_input(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    h = x + gamma1 * attn(norm1(x))
+    return x + gamma2 * mlp(norm2(h))
+
+
+def normed_residual(x, norm1, attn, gamma1, norm2, mlp, gamma2):
     x = norm1(x)
-    x = x + attn(x)
-    return x + mlp(norm2(x))
+    x = x + gamma1 * attn(x)
+    return x + gamma2 * mlp(norm2(x))
 
 
-def normed_residuals(x, norm1, attn, norm2, mlp):
-    x = norm1(x)
-    x = x + attn(x)
-    x = norm2(x)
-    return x + mlp(x)
+def norms_on_outputs(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + gamma1 * norm1(attn(x))
+    return x + gamma2 * norm2(mlp(x))
 
 
-def normed_mlp_residual(x, norm1, attn, norm2, mlp):
-    x = x + attn(norm1(x))
-    x = norm2(x)
-    return x + mlp(x)
+def no_norm1(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + gamma1 * attn(x)
+    return x + gamma2 * mlp(norm2(x))
 
 
-def norms_on_outputs(x, norm1, attn, norm2, mlp):
-    x = x + norm1(attn(x))
-    return x + norm2(mlp(x))
+def no_norm2(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + gamma1 * attn(norm1(x))
+    return x + gamma2 * mlp(x)
 
 
-def no_norm1(x, norm1, attn, norm2, mlp):
-    x = x + attn(x)
-    return x + mlp(norm2(x))
+def no_norms(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + gamma1 * attn(x)
+    return x + gamma2 * mlp(x)
 
 
-def no_norm2(x, norm1, attn, norm2, mlp):
-    x = x + attn(norm1(x))
-    return x + mlp(x)
+def swapped_norms(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    return layer_scale_block(x, norm2, attn, gamma1, norm1, mlp, gamma2)
 
 
-def no_norms(x, norm1, attn, norm2, mlp):
-    x = x + attn(x)
-    return x + mlp(x)
+def mlp_first(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + gamma2 * mlp(norm2(x))
+    return x + gamma1 * attn(norm1(x))
 
 
-def attention_half_only(x, norm1, attn, norm2, mlp):
-    return x + attn(norm1(x))
+def attention_half_only(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    return x + gamma1 * attn(norm1(x))
 
 
-def attn_as_a_tuple(x, norm1, attn, norm2, mlp):
-    x = x + attn(norm1(x))[0]  # as if attn returned (out, weights)
-    return x + mlp(norm2(x))
+def attn_as_a_tuple(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + gamma1 * attn(norm1(x))[0]  # as if attn returned (out, weights)
+    return x + gamma2 * mlp(norm2(x))
 
 
-def dropout_in_eval(x, norm1, attn, norm2, mlp):
-    x = x + F.dropout(attn(norm1(x)), p=0.1)
-    return x + F.dropout(mlp(norm2(x)), p=0.1)
+def dropout_in_eval(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + gamma1 * F.dropout(attn(norm1(x)), p=0.1)
+    return x + gamma2 * F.dropout(mlp(norm2(x)), p=0.1)
 
 
-def attn_called_like_torch(x, norm1, attn, norm2, mlp):
+def attn_called_like_torch(x, norm1, attn, gamma1, norm2, mlp, gamma2):
     h = norm1(x)
-    x = x + attn(h, h, h)[0]  # nn.MultiheadAttention's (query, key, value)
-    return x + mlp(norm2(x))
+    x = x + gamma1 * attn(h, h, h)[0]  # nn.MultiheadAttention's (query, key, value)
+    return x + gamma2 * mlp(norm2(x))
+
+
+def gamma_on_the_token_axis(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + gamma1[:, None] * attn(norm1(x))  # (D, 1): one scale per token, as if the tokens were features
+    return x + gamma2[:, None] * mlp(norm2(x))
+
+
+def gamma_with_matmul(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+    x = x + attn(norm1(x)) @ gamma1  # (B, T): a dot product, not a scale per feature
+    return x + mlp(norm2(x)) @ gamma2
 
 
 BLOCK_MISTAKES = [  # the typical wrong blocks, and the words that name each mistake
-    (no_attention_residual, "forgot the residual connection around attention"),
-    (no_mlp_residual, "forgot the residual connection around the MLP"),
-    (no_residual, "forgot both residual connections"),
-    (one_residual_around_the_block, "one residual connection around the whole block"),
-    (mlp_residual_adds_the_input, "the MLP's residual adds the block's input x"),
-    (post_norm_block, "post-norm order"),
-    (swapped_norms, "norm1 and norm2 are swapped"),
-    (norm1_twice, "you used norm1 before the MLP too"),
-    (norm2_twice, "you used norm2 before attention too"),
-    (parallel_block, r"attention and the MLP both read the block's input x \(a parallel block\)"),
-    (mlp_first, "MLP ran before attention: a block first"),
-    (mlp_first_norms_in_order, r"MLP ran before attention \(each with the other's norm\)"),
+    (no_gammas, "^you left out gamma1 and gamma2: that is the plain pre-norm block"),
+    (no_gamma1, "^gamma1 is missing: attention's output is scaled too"),
+    (no_gamma2, "^gamma2 is missing: the MLP's output is scaled too"),
+    (swapped_gammas, "^gamma1 and gamma2 are swapped"),
+    (gamma1_twice, "^you used gamma1 for the MLP too"),
+    (gamma2_twice, "^you used gamma2 for attention too"),
+    (scaled_stream, "^you scaled the whole stream, the residual too"),
+    (scaled_input, "^you scaled the block's input x instead of the branch"),
+    (scale_before_the_norm, r"^gamma scales the branch's output, not its input: .* not attn\(norm1\(gamma1 \* x\)\)"),
+    (scale_after_the_norm, "^gamma scales the branch's output, not its normalised input"),
+    (gamma_added, "^gamma is added to the branch's output; LayerScale multiplies it"),
+    (post_norm_block, "^that is the post-norm order"),
+    (parallel_block, r"^attention and the MLP both read the block's input x \(a parallel block, as in ViT-22B\)"),
+    (no_attention_residual, "^you forgot the residual connection around attention"),
+    (no_mlp_residual, "^you forgot the residual connection around the MLP"),
+    (no_residual, "^you forgot both residual connections"),
+    (one_residual_around_the_block, "^you put one residual connection around the whole block"),
+    (mlp_residual_adds_the_input, "^the MLP's residual adds the block's input x"),
     (normed_residual, "^the residual adds the normalised tokens"),
-    (normed_residuals, r"the residuals add the normalised tokens \(x = norm\(x\) replaced the raw tokens\)"),
-    (normed_mlp_residual, "the MLP's residual adds the normalised tokens"),
-    (norms_on_outputs, "norms sit on the sub-layers' outputs"),
-    (no_norm1, "norm1 is missing"),
-    (no_norm2, "norm2 is missing"),
-    (no_norms, "both norms are missing"),
-    (attention_half_only, "the MLP half is missing"),
-    (lambda x, norm1, attn, norm2, mlp: x, "your block returns the tokens unchanged"),
-    (attn_as_a_tuple, r"attn returns the new tokens \(B, T, D\), not a tuple"),
+    (norms_on_outputs, "^the norms sit on the branches' outputs"),
+    (no_norm1, "^norm1 is missing"),
+    (no_norm2, "^norm2 is missing"),
+    (no_norms, "^both norms are missing"),
+    (swapped_norms, "^norm1 and norm2 are swapped"),
+    (mlp_first, "^the MLP ran before attention"),
+    (attention_half_only, "^the MLP half is missing"),
+    (lambda x, *args: x, "^your block returns the tokens unchanged"),
+    (attn_as_a_tuple, r"^attn returns the new tokens \(B, T, D\), not a tuple"),
     (dropout_in_eval, "another result each time on the same tokens .* is there a dropout"),
-    (attn_called_like_torch, r"your function raised WrongTypeError .*: attn takes the normalised tokens only"),
+    (attn_called_like_torch, r"^your function raised WrongTypeError .*: attn takes the normalised tokens only"),
+    (gamma_on_the_token_axis, r"^your function raised RuntimeError .*\(gamma1 and gamma2 hold one number per feature"),
+    (gamma_with_matmul, r"^your function raised RuntimeError .*\(gamma1 and gamma2 hold one number per feature"),
 ]
 
 
 @pytest.mark.parametrize("wrong, words", BLOCK_MISTAKES)
-def test_check_encoder_block_names_the_mistake(wrong, words):
+def test_check_layer_scale_block_names_the_mistake(wrong, words):
     with pytest.raises(CheckFailed, match=words):
-        check_encoder_block(wrong)
+        check_layer_scale_block(wrong)
 
 
 def test_no_block_mistake_is_named_as_another():
-    assert_each_named_as_itself(check_encoder_block, BLOCK_MISTAKES)
+    assert_each_named_as_itself(check_layer_scale_block, BLOCK_MISTAKES)
 
 
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (lambda *args: pre_norm_block(*args)[:, 0], r"expected shape .* \(B, T, D\)"),
-        (lambda *args: pre_norm_block(*args) * 1.01, "max difference"),
+        (lambda *args: layer_scale_block(*args)[:, 0], r"expected shape .* \(B, T, D\)"),
+        (lambda *args: layer_scale_block(*args) * 1.01, "max difference"),
         (lambda x, *modules: x.view(-1, 7, 3, 5), "your function raised RuntimeError"),
-        (lambda *args: pre_norm_block(*args).tolist(), "expected a torch.Tensor"),
+        (lambda *args: layer_scale_block(*args).tolist(), "expected a torch.Tensor"),
         (lambda *args: None, "expected a torch.Tensor, got None"),
         (lambda *args: 1.0, "expected a torch.Tensor, got float"),
-        (lambda x, norm1, attn, norm2, mlp: attn, "expected a torch.Tensor, got MultiHeadSelfAttention"),
-        (lambda *args: pre_norm_block(*args).long(), r"expected a float32 tensor, got int64 for tokens"),
-        (lambda *args: pre_norm_block(*args) > 0, r"expected a float32 tensor, got bool"),
-        (lambda *args: pre_norm_block(*args).double(), r"expected a float32 tensor, got float64"),
-        (lambda *args: pre_norm_block(*args) / 0 * 0, r"^160 of 160 values are NaN for tokens"),
-        (lambda *args: pre_norm_block(*args) + math.inf, r"values are infinite"),
+        (lambda x, norm1, attn, *rest: attn, "expected a torch.Tensor, got MultiHeadSelfAttention"),
+        (lambda *args: layer_scale_block(*args).long(), r"expected a float32 tensor, got int64 for tokens"),
+        (lambda *args: layer_scale_block(*args) > 0, r"expected a float32 tensor, got bool"),
+        (lambda *args: layer_scale_block(*args).double(), r"expected a float32 tensor, got float64"),
+        (lambda *args: layer_scale_block(*args) / 0 * 0, r"^160 of 160 values are NaN for tokens"),
+        (lambda *args: layer_scale_block(*args) + math.inf, r"values are infinite"),
+        (lambda *args: layer_scale_block(*args)[None], r"expected shape .*: a block maps \(B, T, D\) tokens"),
     ],
 )
-def test_check_encoder_block_says_what_came(wrong, words):
+def test_check_layer_scale_block_says_what_came(wrong, words):
     with pytest.raises(CheckFailed, match=words):
-        check_encoder_block(wrong)
+        check_layer_scale_block(wrong)
 
 
-def test_check_encoder_block_passes_the_reference(capsys):
-    check_encoder_block(pre_norm_block)
-    check_encoder_block(lambda *args: pre_norm_block(*args).requires_grad_())
-    check_encoder_block(lambda x, norm1, attn, norm2, mlp: F.dropout(pre_norm_block(x, norm1, attn, norm2, mlp), 0.0))
-    assert capsys.readouterr().out.count("✓ encoder_block matches utils.EncoderBlock on 3 random blocks: exact") == 3
+def test_a_blank_exercise_passes_through():
+    def blank(x, norm1, attn, gamma1, norm2, mlp, gamma2):
+        raise NotImplementedError("Hint: start from the pre-norm block")
+
+    with pytest.raises(NotImplementedError, match="Hint: start from"):
+        check_layer_scale_block(blank)
+
+
+def test_check_layer_scale_block_passes_the_reference(capsys):
+    check_layer_scale_block(layer_scale_block)
+    check_layer_scale_block(lambda *args: layer_scale_block(*args).requires_grad_())
+
+    def with_diagonal_matrices(x, norm1, attn, gamma1, norm2, mlp, gamma2):  # the same scale, as a matrix
+        x = x + attn(norm1(x)) @ torch.diag(gamma1)
+        return x + mlp(norm2(x)) @ torch.diag(gamma2)
+
+    def in_place(x, norm1, attn, gamma1, norm2, mlp, gamma2):  # changes the copies it was given only
+        x += attn(norm1(x)).mul_(gamma1)
+        return x.add_(mlp(norm2(x)) * gamma2)
+
+    check_layer_scale_block(with_diagonal_matrices)
+    check_layer_scale_block(in_place)
+    out = capsys.readouterr().out
+    assert out.count("✓ layer_scale_block matches utils.EncoderBlock(layer_scale=...) on 3 random blocks: ") == 4
+    assert out.count("random blocks: exact") >= 2
+
+
+def test_the_reference_is_an_independent_formula():
+    """The checker's reference, utils.EncoderBlock(layer_scale=...), equals the formula written out."""
+    from utils.checks.encoder import BLOCK_CASES, _random_block
+
+    generator = torch.Generator().manual_seed(1)
+    for B, T, D, heads, mlp_ratio in BLOCK_CASES:
+        block = _random_block(D, heads, mlp_ratio, generator)
+        x = torch.randn(B, T, D, generator=generator)
+        with torch.no_grad():
+            by_hand = layer_scale_block(
+                x, block.norm1, block.attn, block.ls1.gamma, block.norm2, block.mlp, block.ls2.gamma
+            )
+            torch.testing.assert_close(block(x), by_hand, atol=1e-6, rtol=1e-6)
+            assert not torch.allclose(block.ls1.gamma, block.ls2.gamma)
 
 
 # ---- counting parameters -----------------------------------------------------------------
@@ -408,12 +489,13 @@ def test_a_crash_after_a_wrong_count_reports_the_wrong_count():
 
 
 def test_a_block_that_changes_its_modules_is_not_called_random():
-    """Each call gets its own copies of the modules: what a learner's block does to them does not
-    make a second call differ, so it is not taken for a dropout."""
+    """Each call gets its own copies of the modules and scales: what a learner's block does to them
+    does not make a second call differ, so it is not taken for a dropout."""
 
-    def doubles_norm1(x, norm1, attn, norm2, mlp):
+    def doubles_norm1(x, norm1, attn, gamma1, norm2, mlp, gamma2):
         norm1.weight.data.mul_(2)
-        return pre_norm_block(x, norm1, attn, norm2, mlp)
+        gamma2.mul_(3)
+        return layer_scale_block(x, norm1, attn, gamma1, norm2, mlp, gamma2)
 
     with pytest.raises(CheckFailed, match="^values differ from the reference"):
-        check_encoder_block(doubles_norm1)
+        check_layer_scale_block(doubles_norm1)

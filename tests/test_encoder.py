@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from references import randomize_, torch_layer_from
 
-from utils.encoder import MLP, EncoderBlock
+from utils.encoder import MLP, EncoderBlock, LayerScale
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -99,6 +99,13 @@ def test_mlp_shape_and_exact_gelu():
     assert not torch.allclose(out, tanh_gelu, atol=1e-6, rtol=0)  # the exact (erf) GELU, as in ViT
 
 
+def test_the_exact_and_the_tanh_gelu_differ_by_less_than_5e_4():
+    """MLP's docstring: the JAX code's tanh GELU is within 5e-4 of the exact one, everywhere."""
+    x = torch.linspace(-20, 20, 400_001, dtype=torch.float64)
+    difference = (F.gelu(x) - F.gelu(x, approximate="tanh")).abs()
+    assert 4e-4 < difference.max() < 5e-4
+
+
 def test_mlp_acts_on_each_token_alone():
     torch.manual_seed(0)
     mlp = randomize_(MLP(8, 16)).eval()
@@ -174,6 +181,9 @@ def test_pre_and_post_norm_blocks_refuse_tokens_of_the_wrong_width_alike(norm_fi
         (dict(norm_first="yes"), r"norm_first must be True or False, got 'yes'"),
         (dict(norm_eps=0), r"norm_eps must be a finite number, greater than 0, got 0"),
         (dict(norm_eps=float("nan")), r"norm_eps must be a finite number, greater than 0, got nan"),
+        (dict(layer_scale=0), r"^layer_scale must be a finite number \(LayerScale's starting value; None for no"),
+        (dict(layer_scale=-1e-5), r"^layer_scale must be .* greater than 0, got -1e-05"),
+        (dict(layer_scale=float("inf")), r"^layer_scale must be a finite number"),
     ],
 )
 def test_block_rejects_bad_arguments_in_its_own_names(kwargs, words):
@@ -203,3 +213,69 @@ def test_mlp_names_the_tokens_it_needs():
         mlp(torch.randn(2, 5, 7))
     with pytest.raises(ValueError, match=r"got torch.int64; convert with `tokens.float\(\)`"):
         mlp(torch.ones(2, 5, 8, dtype=torch.long))
+
+
+# ---- LayerScale (CaiT) --------------------------------------------------------------------
+
+
+def folded(block: EncoderBlock) -> EncoderBlock:
+    """A block without LayerScale that computes the same: each gamma multiplied into the rows of
+    the last Linear of its branch (attn.proj for ls1, mlp.fc2 for ls2), weights and biases."""
+    plain = EncoderBlock(
+        block.norm1.normalized_shape[0],
+        block.attn.num_heads,
+        block.mlp.fc1.out_features / block.mlp.fc1.in_features,
+        norm_first=block.norm_first,
+        norm_eps=block.norm1.eps,
+    ).eval()
+    state = {k: v.clone() for k, v in block.state_dict().items() if ".gamma" not in k}
+    for layer, scale in (("attn.proj", block.ls1.gamma), ("mlp.fc2", block.ls2.gamma)):
+        state[f"{layer}.weight"] = state[f"{layer}.weight"] * scale.detach()[:, None]  # row d times gamma[d]
+        state[f"{layer}.bias"] = state[f"{layer}.bias"] * scale.detach()
+    plain.load_state_dict(state)
+    return plain
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
+def test_layer_scale_equals_gamma_folded_into_each_branchs_last_layer(norm_first):
+    """The independent reference: torch's nn.TransformerEncoderLayer holding the folded weights."""
+    torch.manual_seed(0)
+    block = randomize_(EncoderBlock(24, 3, mlp_ratio=2.0, norm_first=norm_first, layer_scale=0.1)).eval()
+    x = torch.randn(2, 7, 24)
+    layer = torch_layer_from(folded(block))
+    torch.testing.assert_close(block(x), layer(x), **TOL)
+    out, weights = block(x, return_attention=True)
+    torch.testing.assert_close(out, layer(x), **TOL)
+    assert weights.shape == (2, 3, 7, 7)
+    assert not torch.allclose(block(x), torch_layer_from(block)(x), atol=1e-3)  # the scales do matter
+
+
+def test_layer_scale_names_and_start_follow_timm():
+    block = EncoderBlock(16, 4, layer_scale=1e-5)
+    names = [name for name, _ in block.named_parameters()]
+    assert names[6] == "ls1.gamma" and names[-1] == "ls2.gamma" and len(names) == 14
+    for scale in (block.ls1.gamma, block.ls2.gamma):
+        assert scale.shape == (16,) and torch.equal(scale.detach(), torch.full((16,), 1e-5))
+    plain = EncoderBlock(16, 4)
+    assert not any("gamma" in name for name, _ in plain.named_parameters())
+    assert isinstance(plain.ls1, torch.nn.Identity) and isinstance(plain.ls2, torch.nn.Identity)
+
+
+def test_a_small_layer_scale_starts_the_block_near_the_identity():
+    """Each branch's output times 1e-5: the block changes its input by about 1e-5 of its size, at
+    any width (without it, the branches of a 768-wide block are a sizeable part of the stream)."""
+    torch.manual_seed(0)
+    block = EncoderBlock(96, 4, layer_scale=1e-5).eval()
+    x = torch.randn(2, 5, 96)
+    change = (block(x) - x).norm() / x.norm()
+    assert 0 < change < 1e-4
+
+
+def test_layer_scale_multiplies_each_feature():
+    scale = LayerScale(4, 0.5)
+    with torch.no_grad():
+        scale.gamma.copy_(torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    x = torch.ones(2, 3, 4)
+    assert torch.equal(scale(x), torch.tensor([1.0, 2.0, 3.0, 4.0]).expand(2, 3, 4))
+    with pytest.raises(ValueError, match="layer_scale must be"):
+        LayerScale(4, 0.0)

@@ -11,9 +11,11 @@ from utils.inspection import (
     attention_rollout,
     attention_share,
     cls_attention_map,
+    delete_patches,
     mean_attention_distance,
     patch_coverage,
     patch_embedding_components,
+    top_patches,
 )
 
 
@@ -55,6 +57,7 @@ def test_cls_attention_map_is_row_zero_on_the_grid():
     maps = cls_attention_map(weights, (2, 3))
     assert maps.shape == (2, 2, 3)
     assert torch.equal(maps[1, 1, 2], weights[1, 0, 1 + 5])  # patch (1, 2) is token 6
+    assert maps.untyped_storage().nbytes() == maps.numel() * maps.element_size()  # a copy: no hold on weights
     with pytest.raises(ValueError, match="expected 1 \\+ 3 x 3 = 10 tokens"):
         cls_attention_map(weights, 3)
 
@@ -95,7 +98,107 @@ def test_patch_embedding_components_are_the_principal_axes():
     np.testing.assert_allclose(share.numpy(), (values[::-1][:5] / values.sum()), atol=1e-5)
 
 
+def test_top_patches_picks_the_k_highest_of_each_map():
+    scores = torch.tensor([[[0.1, 0.9], [0.5, 0.3]], [[4.0, 1.0], [2.0, 3.0]]])
+    assert top_patches(scores, 1).tolist() == [[[False, True], [False, False]], [[True, False], [False, False]]]
+    assert top_patches(scores, 3).tolist() == [[[False, True], [True, True]], [[True, False], [True, True]]]
+    assert top_patches(scores, 0).sum() == 0 and top_patches(scores, 4).all()
+    generator = torch.Generator().manual_seed(0)
+    many = torch.rand(50, 8, 8, generator=generator)
+    chosen = top_patches(many, 10)
+    assert (chosen.sum(dim=(1, 2)) == 10).all()
+    lowest_chosen = torch.where(chosen, many, torch.inf).amin(dim=(1, 2))
+    highest_left = torch.where(chosen, -torch.inf, many).amax(dim=(1, 2))
+    assert (lowest_chosen > highest_left).all()  # every chosen patch outscores every other
+
+
+def test_top_patches_breaks_ties_in_row_major_order():
+    flat = torch.zeros(1, 2, 3)
+    assert top_patches(flat, 2).tolist() == [[[True, True, False], [False, False, False]]]
+
+
+def test_delete_patches_paints_exactly_the_chosen_patches():
+    generator = torch.Generator().manual_seed(0)
+    images = torch.rand(2, 3, 8, 12, generator=generator)  # a 2 x 3 grid of 4 px patches
+    patches = torch.zeros(2, 2, 3, dtype=torch.bool)
+    patches[0, 1, 2] = True  # rows 4-7, columns 8-11 of image 0
+    patches[1, 0, 0] = patches[1, 1, 1] = True
+    colour = torch.tensor([0.1, 0.2, 0.3])
+    deleted = delete_patches(images, patches, fill=colour)
+    expected = images.clone()
+    expected[0, :, 4:8, 8:12] = colour.reshape(3, 1, 1)
+    expected[1, :, 0:4, 0:4] = colour.reshape(3, 1, 1)
+    expected[1, :, 4:8, 4:8] = colour.reshape(3, 1, 1)
+    assert torch.equal(deleted, expected)
+    assert torch.equal(delete_patches(images, patches, fill=0.5)[0, :, 4:, 8:], torch.full((3, 4, 4), 0.5))
+    assert torch.equal(delete_patches(images, torch.zeros_like(patches)), images)  # nothing chosen: unchanged
+    assert not torch.equal(images, expected)  # the input is left as it was
+
+
+def test_deleting_what_decides_a_models_answer_changes_it():
+    """The point of the test: a model that reads one patch loses its answer when that patch goes."""
+    images = torch.zeros(4, 1, 4, 4)
+    images[torch.arange(4), 0, [0, 0, 2, 2], [0, 2, 0, 2]] = 1.0  # one bright pixel, in a different patch
+
+    def brightest_patch(x):  # (B, 1, 4, 4) -> (B, 4) "logits": the ink in each 2 x 2 patch
+        return x.reshape(-1, 2, 2, 2, 2).sum(dim=(2, 4)).reshape(-1, 4)
+
+    labels = brightest_patch(images).argmax(-1)
+    scores = brightest_patch(images).reshape(-1, 2, 2)  # a perfect map: the ink itself
+    deleted = delete_patches(images, top_patches(scores, 1), fill=0.0)
+    assert (brightest_patch(deleted).amax(-1) == 0).all() and labels.tolist() == [0, 1, 2, 3]
+
+
 # ---- bad inputs: a clear error rather than NaN or a wrong map -----------------------------
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda: top_patches(torch.rand(2, 4), 1), ValueError, r"scores shaped \(B, rows, cols\), got a 2-D"),
+        (lambda: top_patches(torch.rand(2, 2, 2), 5), ValueError, r"k must be a whole number of patches .* got 5"),
+        (lambda: top_patches(torch.rand(2, 2, 2), 1.0), TypeError, r"k must be a whole number"),
+        (lambda: top_patches(torch.full((1, 2, 2), float("nan")), 1), ValueError, r"expected finite scores, got NaN"),
+        (
+            lambda: top_patches(torch.ones(1, 2, 2, dtype=torch.long), 1),
+            ValueError,
+            r"floating-point scores, got torch.int64",
+        ),
+        (
+            lambda: delete_patches(torch.rand(2, 3, 8, 8), torch.ones(2, 2, 2)),
+            ValueError,
+            r"boolean patches .* got torch.float32",
+        ),
+        (
+            lambda: delete_patches(torch.rand(2, 3, 8, 8), torch.ones(3, 2, 2, dtype=torch.bool)),
+            ValueError,
+            r"one patch mask per image, 2, got 3",
+        ),
+        (
+            lambda: delete_patches(torch.rand(2, 3, 8, 8), torch.ones(2, 3, 2, dtype=torch.bool)),
+            ValueError,
+            r"8x8 pixels does not split into a 3 x 2 grid",
+        ),
+        (
+            lambda: delete_patches(torch.rand(2, 3, 8, 8), torch.ones(2, 2, 2, dtype=torch.bool), torch.ones(2)),
+            ValueError,
+            r"one value per channel \(3,\), got \(2,\)",
+        ),
+        (
+            lambda: delete_patches(torch.rand(2, 3, 8, 8), torch.ones(2, 2, 2, dtype=torch.bool), "grey"),
+            TypeError,
+            r"fill must be a finite number",
+        ),
+        (
+            lambda: delete_patches(torch.rand(3, 8, 8), torch.ones(3, 2, 2, dtype=torch.bool)),
+            ValueError,
+            r"images shaped \(B, C, H, W\), got a 3-D",
+        ),
+    ],
+)
+def test_top_patches_and_delete_patches_refuse_what_does_not_fit(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
 
 
 @pytest.mark.parametrize(

@@ -115,3 +115,20 @@ def test_every_exercise_quotes_at_least_two_checker_messages():
             assert len(quoted_messages(item)) >= 2, (
                 f"lesson {lesson}, exercise {name and name[1]}: fewer than 2 quoted messages"
             )
+
+
+def exercise_cells(notebook: Path) -> int:
+    """How many exercise cells (with a solution) the notebook has: one exercise each."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return sum(cell["cell_type"] == "code" and "# BEGIN SOLUTION" in "".join(cell["source"]) for cell in cells)
+
+
+def test_the_exercise_counts_the_guide_states_are_the_notebooks():
+    """The "Lessons at a glance" table's exercise column, and the total in the checklist, are counted
+    from the notebooks: a lesson that gains an exercise cannot leave a stale number behind."""
+    text = guide_text()
+    rows = dict(re.findall(r"^\| (\d+)\. [^|]+\| [^|]+\| (\d+) \|", text, flags=re.MULTILINE))
+    counts = {str(lesson_number(notebook)): exercise_cells(notebook) for notebook in NOTEBOOKS}
+    assert {lesson: int(count) for lesson, count in rows.items()} == counts
+    totals = re.findall(r"(\d+) exercises", text)
+    assert totals and all(int(total) == sum(counts.values()) for total in totals), totals

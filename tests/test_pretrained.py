@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 import transformers
 from references import randomize_, to_hub_file_layout
 from safetensors.torch import save_file
@@ -189,6 +190,7 @@ TIMM_CONFIGS = {
         ViTConfig.tiny(depth=1, pool="mean", qkv_bias=False, num_classes=0, mlp_ratio=1.5),
         {},
     ),
+    "mean-pool-fc-norm": (ViTConfig.tiny(depth=1, pool="mean", fc_norm=True), {}),
     "sincos": (ViTConfig.tiny(depth=1, pos_embed="sincos"), {"pos_embed": "sincos"}),
     "no-positions-gray": (
         ViTConfig.tiny(depth=1, pos_embed="none", in_channels=1, image_size=24),
@@ -217,6 +219,91 @@ def test_a_timm_checkpoint_on_disk_loads_strictly_and_gives_the_same_logits(name
     images = torch.randn(2, config.in_channels, config.image_size, config.image_size)
     with torch.no_grad():
         assert torch.equal(model(images), original(images))
+
+
+def timm_avg_pool_logits(state: dict, num_heads: int, images: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """timm's VisionTransformer.forward (eval mode) for a model without a class token and with
+    global_pool="avg", written out by hand from timm's code: patch_embed, + pos_embed, the blocks
+    (x + attn(norm1(x)), x + mlp(norm2(x))), then forward_head. With "fc_norm.weight" in `state`
+    (timm's default for global_pool="avg"), `norm` is an identity and fc_norm normalises the average;
+    without it (fc_norm=False: timm's *_gap_* models), norm normalises every token before it."""
+    P = state["patch_embed.proj.weight"].shape[-1]
+    x = F.conv2d(images, state["patch_embed.proj.weight"], state["patch_embed.proj.bias"], stride=P)
+    x = x.flatten(2).transpose(1, 2) + state["pos_embed"]  # (B, N, D)
+    B, N, D = x.shape
+    depth = len({name.split(".")[1] for name in state if name.startswith("blocks.")})
+    for i in range(depth):
+        block = {name.removeprefix(f"blocks.{i}."): t for name, t in state.items() if name.startswith(f"blocks.{i}.")}
+        h = F.layer_norm(x, (D,), block["norm1.weight"], block["norm1.bias"], eps)
+        qkv = F.linear(h, block["attn.qkv.weight"], block.get("attn.qkv.bias"))  # (B, N, 3D)
+        q, k, v = qkv.reshape(B, N, 3, num_heads, D // num_heads).permute(2, 0, 3, 1, 4)  # (B, heads, N, d)
+        attn = ((q * (D // num_heads) ** -0.5) @ k.transpose(-2, -1)).softmax(dim=-1)  # timm scales q first
+        heads_out = (attn @ v).transpose(1, 2).reshape(B, N, D)  # (B, N, D), heads side by side
+        x = x + F.linear(heads_out, block["attn.proj.weight"], block["attn.proj.bias"])
+        h = F.layer_norm(x, (D,), block["norm2.weight"], block["norm2.bias"], eps)
+        h = F.gelu(F.linear(h, block["mlp.fc1.weight"], block["mlp.fc1.bias"]))  # exact GELU, as timm's nn.GELU
+        x = x + F.linear(h, block["mlp.fc2.weight"], block["mlp.fc2.bias"])
+    if "fc_norm.weight" in state:  # use_fc_norm: self.norm = Identity, self.fc_norm = LayerNorm
+        pooled = F.layer_norm(x.mean(dim=1), (D,), state["fc_norm.weight"], state["fc_norm.bias"], eps)
+    else:  # fc_norm=False: self.norm = LayerNorm, self.fc_norm = Identity
+        pooled = F.layer_norm(x, (D,), state["norm.weight"], state["norm.bias"], eps).mean(dim=1)
+    return F.linear(pooled, state["head.weight"], state["head.bias"])
+
+
+@pytest.mark.parametrize("fc_norm", [True, False])
+def test_a_timm_average_pool_checkpoint_computes_what_timm_computes(fc_norm):
+    """A state dict in timm's global_pool="avg" layout, written by hand (no class token; fc_norm.*
+    and no norm.* with fc_norm, norm.* without), against timm's forward written out by hand."""
+    torch.manual_seed(0)
+    D, hidden, N, P, heads = 48, 96, 16, 4, 3
+    state = {"patch_embed.proj.weight": torch.randn(D, 3, P, P) * 0.1, "patch_embed.proj.bias": torch.randn(D) * 0.1}
+    state["pos_embed"] = torch.randn(1, N, D) * 0.3
+    for i in range(2):
+        for name, shape in [("norm1", (D,)), ("attn.qkv", (3 * D, D)), ("attn.proj", (D, D)), ("norm2", (D,)),
+                            ("mlp.fc1", (hidden, D)), ("mlp.fc2", (D, hidden))]:  # fmt: skip
+            state[f"blocks.{i}.{name}.weight"] = torch.randn(shape) * (0.3 if len(shape) == 2 else 1)
+            state[f"blocks.{i}.{name}.bias"] = torch.randn(shape[0]) * 0.3
+    norm = "fc_norm" if fc_norm else "norm"
+    state |= {f"{norm}.weight": torch.randn(D) * 0.5 + 1, f"{norm}.bias": torch.randn(D) * 0.5}
+    state |= {"head.weight": torch.randn(7, D) * 0.3, "head.bias": torch.randn(7) * 0.3}
+    model = from_timm(dict(state), num_heads=heads)  # strict: every key used, none missing
+    assert model.config.pool == "mean" and model.config.fc_norm is fc_norm and model.cls_token is None
+    images = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(model(images), timm_avg_pool_logits(state, heads, images), rtol=1e-5, atol=1e-5)
+        swapped = "norm" if fc_norm else "fc_norm"  # the same tensors read as the other layout
+        other = {name.replace(norm, swapped, 1) if name.startswith(norm) else name: t for name, t in state.items()}
+        difference = (timm_avg_pool_logits(other, heads, images) - model(images)).abs().max()
+    assert difference > 0.1, difference  # normalise then average != average then normalise
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        dict(global_pool="avg", class_token=False),  # fc_norm: timm's default for "avg"
+        dict(global_pool="avg", class_token=False, fc_norm=False),  # as timm's *_gap_* models
+        dict(global_pool="token"),  # the class token, as ViT-B/16
+    ],
+)
+def test_timm_itself_where_it_is_installed(layout):
+    """The same against timm's own VisionTransformer (not a dependency of the course: skipped
+    without it; checked with timm 1.0.31)."""
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    kwargs = dict(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=5)
+    reference = randomize_(timm.models.vision_transformer.VisionTransformer(**kwargs, **layout)).eval()
+    model = from_timm(reference.state_dict(), num_heads=3)
+    assert model.config.fc_norm == ("fc_norm.weight" in reference.state_dict())
+    images = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(model(images), reference(images), rtol=1e-5, atol=1e-5)
+
+
+def test_a_timm_model_with_a_class_token_and_an_fc_norm_is_refused_with_the_reason():
+    state = dict(VisionTransformer(ViTConfig.tiny(depth=1)).state_dict())
+    state["fc_norm.weight"], state["fc_norm.bias"] = state.pop("norm.weight"), state.pop("norm.bias")
+    with pytest.raises(ValueError, match=r"a class token and an fc_norm: timm's global_pool='avg' with a class token"):
+        from_timm(state, num_heads=4)
 
 
 def test_a_published_width_needs_no_head_count():

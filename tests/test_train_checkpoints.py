@@ -15,7 +15,7 @@ from utils.vit import ViTConfig
 from utils.weights import load_trained, shipped_models
 
 
-@pytest.mark.parametrize("name, floor", [("digits", 0.97), ("relational", 0.98)])
+@pytest.mark.parametrize("name, floor", [("digits", 0.97), ("relational", 0.98), ("relational_fine", 0.98)])
 def test_shipped_model_is_its_recipe_and_reaches_its_stated_accuracy(name, floor):
     model, info = load_trained(name)
     data_options, config, _ = RECIPES[name]
@@ -31,10 +31,21 @@ def test_every_recipe_is_shipped():
     assert sorted(RECIPES) == shipped_models()
 
 
-def test_the_recipes_decay_every_parameter_as_when_the_shipped_files_were_trained():
+def test_the_first_recipes_decay_every_parameter_as_when_the_shipped_files_were_trained():
     """Without it fit keeps biases, norms and positions out of the decay, and a rerun would not
     give the shipped weights (tests/test_training.py checks that it is fit's old loop)."""
-    assert all(fit_options.get("decay_everything") is True for _, _, fit_options in RECIPES.values())
+    for name in ("digits", "relational"):
+        assert RECIPES[name][2].get("decay_everything") is True, name
+
+
+def test_the_fine_recipe_uses_fits_defaults_on_an_8_by_8_grid():
+    """relational_fine came after fit's parameter groups and its one thread: it keeps both (a rerun
+    on any machine gives its weights), and a fixed number of epochs."""
+    data_options, config, fit_options = RECIPES["relational_fine"]
+    assert "decay_everything" not in fit_options and "threads" not in fit_options
+    assert isinstance(fit_options["epochs"], int) and "time_budget" not in fit_options
+    assert data_options == RECIPES["relational"][0]  # the same task as the 4 x 4 model
+    assert (config.image_size, config.patch_size, config.num_tokens) == (32, 4, 65)
 
 
 @pytest.fixture
@@ -67,7 +78,9 @@ def test_training_is_reproducible(quick_recipe, tmp_path):
 
 
 def test_an_unknown_recipe_is_named(capsys):
-    with pytest.raises(ValueError, match=r"no recipe 'imagenet'; expected one of \['digits', 'relational'\]"):
+    with pytest.raises(
+        ValueError, match=r"no recipe 'imagenet'; expected one of \['digits', 'relational', 'relational_fine'\]"
+    ):
         train_shipped("imagenet")
     with pytest.raises(SystemExit):
         main(["imagenet"])

@@ -54,6 +54,7 @@ def test_vit_b16_shapes_and_parameter_count():
         (dict(pool="max"), r"pool must be 'cls' or 'mean', got 'max'"),
         (dict(pos_embed="rope"), r"pos_embed must be one of .*got 'rope'"),
         (dict(pos_embed="sincos", embed_dim=66, num_heads=3), r"divisible by 4, got 66"),
+        (dict(fc_norm=True), r"fc_norm=True normalises the average .* needs pool='mean', got pool='cls'"),
     ],
 )
 def test_config_rejects_bad_values(overrides, message):
@@ -75,7 +76,7 @@ def timm_shapes(config: ViTConfig) -> dict[str, tuple[int, ...]]:
     D, C, P, K = config.embed_dim, config.in_channels, config.patch_size, config.num_classes
     hidden = int(D * config.mlp_ratio)
     shapes = {
-        "cls_token": (1, 1, D),
+        **({"cls_token": (1, 1, D)} if config.pool == "cls" else {}),
         "pos_embed": (1, config.num_tokens, D),
         "patch_embed.proj.weight": (D, C, P, P),
         "patch_embed.proj.bias": (D,),
@@ -95,20 +96,29 @@ def timm_shapes(config: ViTConfig) -> dict[str, tuple[int, ...]]:
             f"blocks.{i}.mlp.fc2.weight": (D, hidden),
             f"blocks.{i}.mlp.fc2.bias": (D,),
         }
-    shapes |= {"norm.weight": (D,), "norm.bias": (D,), "head.weight": (K, D), "head.bias": (K,)}
+    norm = "fc_norm" if config.fc_norm else "norm"  # timm's global_pool="avg": norm is an identity, no tensors
+    shapes |= {f"{norm}.weight": (D,), f"{norm}.bias": (D,), "head.weight": (K, D), "head.bias": (K,)}
     return shapes
 
 
-@pytest.mark.parametrize("config", [tiny(), tiny(depth=3, embed_dim=48, num_heads=3, mlp_ratio=3.0)])
+@pytest.mark.parametrize(
+    "config",
+    [
+        tiny(),
+        tiny(depth=3, embed_dim=48, num_heads=3, mlp_ratio=3.0),
+        tiny(pool="mean"),
+        tiny(pool="mean", fc_norm=True),
+    ],
+)
 def test_state_dict_has_exactly_the_timm_names_and_shapes(config):
     model = VisionTransformer(config)
     own = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     assert own == timm_shapes(config)
 
 
-def test_a_timm_layout_checkpoint_loads_strictly_and_round_trips():
+@pytest.mark.parametrize("config", [tiny(), tiny(pool="mean", fc_norm=True)])
+def test_a_timm_layout_checkpoint_loads_strictly_and_round_trips(config):
     torch.manual_seed(0)
-    config = tiny()
     checkpoint = {name: torch.randn(shape) for name, shape in timm_shapes(config).items()}
     model = VisionTransformer(config)
     result = model.load_state_dict(checkpoint)
@@ -181,6 +191,35 @@ def test_mean_pool_has_no_class_token():
     torch.testing.assert_close(model(images), model.head(tokens.mean(1)), **TOL)
 
 
+def test_fc_norm_normalises_the_average_not_the_tokens_and_is_another_function():
+    torch.manual_seed(0)
+    per_token = randomize_(VisionTransformer(tiny(pool="mean")), std=0.2).eval()
+    state = {
+        name.replace("norm.", "fc_norm.") if name.startswith("norm.") else name: t
+        for name, t in per_token.state_dict().items()
+    }  # the same tensors, timm's average-pool names
+    averaged = VisionTransformer(tiny(pool="mean", fc_norm=True)).eval()
+    averaged.load_state_dict(state)  # strict: norm holds nothing, fc_norm everything norm held
+    assert isinstance(averaged.norm, nn.Identity) and isinstance(per_token.fc_norm, nn.Identity)
+    images = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        tokens = averaged.forward_features(images)  # (3, 64, 64), not normalised: timm's forward_features
+        expected = averaged.head(
+            nn.functional.layer_norm(tokens.mean(1), (64,), state["fc_norm.weight"], state["fc_norm.bias"], eps=1e-6)
+        )
+        torch.testing.assert_close(averaged(images), expected, **TOL)
+        torch.testing.assert_close(per_token.forward_features(images), per_token.norm(tokens), **TOL)
+        difference = (averaged(images) - per_token(images)).abs().max()
+    assert difference > 0.1, difference  # LayerNorm then mean != mean then LayerNorm
+
+
+def test_fc_norm_is_shown_in_the_repr_only_when_set():
+    assert "fc_norm" not in repr(ViTConfig.tiny()) and repr(ViTConfig.tiny()).endswith("norm_eps=1e-06)")
+    for config in (ViTConfig.tiny(), ViTConfig.tiny(pool="mean", fc_norm=True), ViTConfig.vit_b16()):
+        assert eval(repr(config)) == config  # the repr is still the config
+    assert repr(ViTConfig.tiny(pool="mean", fc_norm=True)).endswith("norm_eps=1e-06, fc_norm=True)")
+
+
 @pytest.mark.parametrize("pool", ["cls", "mean"])
 def test_sincos_positions_are_a_fixed_buffer(pool):
     model = VisionTransformer(tiny(pos_embed="sincos", pool=pool))
@@ -247,9 +286,11 @@ def reference_logits(model: VisionTransformer, images: torch.Tensor) -> torch.Te
     for block in model.blocks:
         x = torch_layer_from(block)(x)  # torch's own encoder layer
     norm = nn.LayerNorm(D, eps=config.norm_eps)
-    norm.load_state_dict(model.norm.state_dict())
+    norm.load_state_dict((model.fc_norm if config.fc_norm else model.norm).state_dict())
     head = nn.Linear(D, config.num_classes)
     head.load_state_dict(model.head.state_dict())
+    if config.fc_norm:  # timm's global_pool="avg" with fc_norm: average, then normalise
+        return head(norm(x.mean(1)))
     x = norm(x)
     pooled = x[:, 0] if config.pool == "cls" else x.mean(1)
     return head(pooled)
@@ -281,6 +322,7 @@ REFERENCE_CONFIGS = {
         pool="mean",
         pos_embed="sincos",
     ),
+    "mean-fc-norm": ViTConfig.tiny(depth=2, pool="mean", fc_norm=True, norm_eps=1e-5),
 }
 
 
@@ -433,6 +475,7 @@ def test_the_implementations_give_the_same_logits_and_gradients():
         ),
         (dict(pool=None), r"pool must be one of \('cls', 'mean'\), got None"),
         (dict(pos_embed=["learned"]), r"pos_embed must be one of .* got \['learned'\]"),
+        (dict(pool="mean", fc_norm="yes"), r"fc_norm must be True or False, got 'yes'"),
     ],
 )
 def test_config_names_every_bad_field(overrides, message):

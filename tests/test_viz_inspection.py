@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from utils import VisionTransformer, ViTConfig
+from utils.embeddings import grid_coordinates
 from utils.inspection import (
     attention_rollout,
     attention_share,
@@ -13,8 +14,10 @@ from utils.inspection import (
     mean_attention_distance,
     patch_embedding_components,
 )
+from utils.viz.embeddings import show_pos_similarity
 from utils.viz.inspection import (
     normalise_component,
+    share_colour_scale,
     show_attention_distance,
     show_attention_maps,
     show_filter_components,
@@ -39,7 +42,9 @@ def test_attention_maps_on_digits_overlay_each_map_on_its_image():
         "rollout": torch.rand(3, 4, 4, generator=generator),
     }
     fig = show_attention_maps(images, maps, titles=["0", "1", "2"])
-    axes = np.array(fig.axes).reshape(3, 3)  # rows: image, last layer, rollout; one column per image
+    axes = np.array(fig.axes[:9]).reshape(3, 3)  # rows: image, last layer, rollout; one column per image
+    bars = fig.axes[9:]  # then one colour bar per row of maps
+    assert [bar.get_ylabel() for bar in bars] == ["last layer: weight", "rollout: weight"]
     assert [ax.get_title() for ax in axes[0]] == ["0", "1", "2"]
     assert [ax.get_title() for ax in axes[:, 1]] == ["1", "last layer", "rollout"]
     for b in range(3):
@@ -51,8 +56,28 @@ def test_attention_maps_on_digits_overlay_each_map_on_its_image():
             assert overlay.get_extent() == image.get_extent() == [0, 8, 8, 0]  # stretched over the image
             assert overlay.get_interpolation() == "nearest"
             assert overlay.get_alpha() == pytest.approx(0.6)
-            assert overlay.norm.vmin == 0 and overlay.norm.vmax == pytest.approx(values[b].max().item())
-    assert not any(ax.collections for ax in fig.axes)  # no regions, no outlines
+            # one scale per row, from 0 to the row's largest weight: the images' maps can be compared
+            assert overlay.norm.vmin == 0 and overlay.norm.vmax == pytest.approx(values.max().item())
+    for bar, values in zip(bars, maps.values()):
+        assert bar.get_ylim() == pytest.approx((0, values.max().item()))
+    assert not any(ax.collections for ax in axes.flat)  # no regions, no outlines
+
+
+def test_attention_maps_on_a_shared_scale_have_one_colour_bar():
+    generator = torch.Generator().manual_seed(0)
+    images = torch.rand(2, 3, 16, 16, generator=generator)
+    maps = {
+        "layer 1": torch.rand(2, 4, 4, generator=generator) * 0.1,
+        "layer 4": torch.rand(2, 4, 4, generator=generator),
+    }
+    fig = show_attention_maps(images, maps, scale="shared")
+    top = max(values.max().item() for values in maps.values())
+    assert len(fig.axes) == 6 + 1 and fig.axes[-1].get_ylabel() == "attention weight"
+    for ax in fig.axes[2:6]:
+        assert ax.images[1].norm.vmin == 0 and ax.images[1].norm.vmax == pytest.approx(top)
+    assert fig.axes[-1].get_ylim() == pytest.approx((0, top))
+    with pytest.raises(ValueError, match=r"scale must be 'row' .* or 'shared' .* got 'panel'"):
+        show_attention_maps(images, maps, scale="panel")
 
 
 def test_attention_maps_outline_the_regions_and_title_their_share():
@@ -63,7 +88,7 @@ def test_attention_maps_outline_the_regions_and_title_their_share():
     regions[0, 1:3, 1:3] = True  # a 2 x 2 block in the middle: a 16 x 16 px square
     regions[1, 0, 0] = regions[1, 3, 3] = True  # two single patches in opposite corners
     fig = show_attention_maps(images, maps, regions=regions)
-    axes = np.array(fig.axes).reshape(2, 2)
+    axes = np.array(fig.axes[:4]).reshape(2, 2)
     assert [ax.get_title() for ax in axes[0]] == ["image 0", "image 1"]
     shares = attention_share(maps, regions)
     for b, uniform in enumerate(["25%", "12%"]):
@@ -90,7 +115,7 @@ def test_attention_maps_of_a_real_model():
     regions = last > last.mean(dim=(1, 2), keepdim=True)
     fig = show_attention_maps(images, {"last layer": last, "rollout": rollout}, regions=regions)
     shares = attention_share(rollout, regions)
-    titles = [ax.get_title() for ax in fig.axes[4:]]  # the rollout row
+    titles = [ax.get_title() for ax in fig.axes[4:6]]  # the rollout row (then the two colour bars)
     assert [t.split("\n")[1].split(" inside")[0] for t in titles] == [f"{s:.0%}" for s in shares.tolist()]
 
 
@@ -138,6 +163,27 @@ def test_attention_distance_of_a_real_model_and_shape_errors():
     assert np.allclose(ax.collections[0].get_offsets()[:, 1], distances.reshape(-1).numpy())
     with pytest.raises(ValueError, match=r"expected distances \(depth, heads\), got a 3-D tensor of shape \(3, 2, 4\)"):
         show_attention_distance(torch.rand(3, 2, 4))
+
+
+def test_share_colour_scale_puts_every_panel_and_colour_bar_on_one_scale():
+    positions = grid_coordinates(2, 2).float()  # (4, 2)
+    near = torch.exp(-torch.cdist(positions, positions))  # (4, 4): neighbours similar
+    flat = torch.full((4, 4), 0.5).fill_diagonal_(1.0)
+    fig = show_pos_similarity({"near": near, "flat": flat}, 2)
+    before = {tuple(image.get_clim()) for ax in fig.axes for image in ax.images}
+    assert len(before) == 2  # show_pos_similarity: a scale per table
+    low, high = share_colour_scale(fig)
+    assert (low, high) == pytest.approx((near.min().item(), 1.0))
+    assert {tuple(image.get_clim()) for ax in fig.axes for image in ax.images} == {(low, high)}
+    bars = [ax for ax in fig.axes if ax.get_ylabel() == "cosine similarity"]
+    assert len(bars) == 2 and all(bar.get_ylim() == pytest.approx((low, high)) for bar in bars)
+    assert share_colour_scale(fig, vmin=-1, vmax=1) == (-1.0, 1.0)
+    with pytest.raises(ValueError, match=r"vmin < vmax, both finite, got 1.0 and 1.0"):
+        share_colour_scale(fig, vmin=1, vmax=1)
+    with pytest.raises(TypeError, match="a matplotlib Figure, got Tensor"):
+        share_colour_scale(near)
+    with pytest.raises(ValueError, match="no image panels"):
+        share_colour_scale(show_attention_distance(torch.rand(2, 3)))
 
 
 @pytest.mark.parametrize("channels", [1, 3])

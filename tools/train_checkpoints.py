@@ -18,10 +18,10 @@ from utils.vit import VisionTransformer, ViTConfig
 from utils.weights import CHECKPOINT_DIR, save_trained
 
 # name -> (training set and its options, model config, fit options).
-# decay_everything=True and threads=None: the shipped files were trained when fit decayed every
-# parameter (biases, norms, pos_embed and cls_token too) and ran on all of torch's threads (2 on the
-# machine that made them); both keep a rerun on such a machine giving those very weights until the
-# recipes are retrained with fit's parameter groups on one thread.
+# digits and relational, decay_everything=True and threads=None: those two files were trained when
+# fit decayed every parameter (biases, norms, pos_embed and cls_token too) and ran on all of torch's
+# threads (2 on the machine that made them); both keep a rerun on such a machine giving those very
+# weights until the recipes are retrained with fit's parameter groups on one thread.
 RECIPES = {
     "digits": (
         dict(name="digits"),
@@ -40,6 +40,13 @@ RECIPES = {
         dict(name="relational", task="same_colour"),
         ViTConfig.tiny(image_size=32, patch_size=8, num_classes=2),
         dict(epochs=25, lr=1e-3, snapshot_every=32, decay_everything=True, threads=None),
+    ),
+    # the same task on an 8 x 8 grid (4 px patches, 65 tokens), for lesson 7's maps, deletion test
+    # and head distances; fit's defaults (parameter groups, one thread): about 2 minutes on one core
+    "relational_fine": (
+        dict(name="relational", task="same_colour"),
+        ViTConfig.tiny(image_size=32, patch_size=4, num_classes=2),
+        dict(epochs=20, lr=1e-3, snapshot_every=64),
     ),
 }
 

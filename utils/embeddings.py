@@ -13,7 +13,8 @@ POS_EMBED_KINDS = ("learned", "sincos", "none")
 
 
 def trunc_normal_(tensor: torch.Tensor, std: float = 0.02) -> torch.Tensor:
-    """Fill in place from a normal(0, std) cut off at two standard deviations (the ViT init)."""
+    """Fill in place from a normal(0, std) cut off at two standard deviations (timm's ViT init; the
+    paper's JAX code draws its kernels from Xavier-uniform)."""
     check_tensor(tensor, "tensor", "(...)")
     if not tensor.is_floating_point():
         raise ValueError(f"expected a floating-point tensor to fill, got {tensor.dtype}")

@@ -1,4 +1,5 @@
-"""Lesson 5: the MLP and the encoder block (attention and MLP, each with a norm and a residual)."""
+"""Lesson 5: the MLP and the encoder block (attention and MLP, each with a norm and a residual), and
+LayerScale, the per-feature scale that CaiT puts on each branch."""
 
 import torch
 from torch import nn
@@ -17,6 +18,9 @@ def mlp_hidden_dim(dim: int, mlp_ratio: float) -> int:
 
 class MLP(nn.Module):
     """Two Linear layers with a GELU between them, applied to every token on its own.
+
+    The GELU is the exact (erf) one, as in timm and Hugging Face; the ViT paper's JAX code uses
+    flax's `nn.gelu`, the tanh approximation, which differs from it by less than 5e-4.
 
     Args:
         dim: token width D (in and out).
@@ -41,11 +45,37 @@ class MLP(nn.Module):
         return self.drop2(self.fc2(x))  # (B, T, D)
 
 
+LAYER_SCALE_MEANING = " (LayerScale's starting value; None for no LayerScale)"
+
+
+class LayerScale(nn.Module):
+    """Multiply each feature of a branch's output by its own learned scale (CaiT, Touvron et al.
+    2021, "Going deeper with image transformers"); timm's name for the scale, `gamma`.
+
+    Args:
+        dim: token width D: one scale per feature.
+        init_value: every scale's starting value, > 0 (CaiT: 0.1 up to 18 blocks, 1e-5 at 24,
+            1e-6 deeper), so that each branch starts almost silent at any width.
+    """
+
+    def __init__(self, dim: int, init_value: float = 1e-5):
+        super().__init__()
+        dim = check_whole(dim, "dim")
+        init_value = check_positive(init_value, "layer_scale", meaning=LAYER_SCALE_MEANING)
+        self.gamma = nn.Parameter(torch.full((dim,), init_value))  # (D,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., D) -> (..., D): feature d times gamma[d]."""
+        return x * self.gamma  # (B, T, D) * (D,), broadcast over B and T
+
+
 class EncoderBlock(nn.Module):
     """One Transformer encoder block: tokens talk (attention), then think alone (MLP).
 
     Pre-norm (ViT): x + attn(norm1(x)), then x + mlp(norm2(x)).
     Post-norm (original Transformer): norm1(x + attn(x)), then norm2(x + mlp(x)).
+    With layer_scale (CaiT): each branch's output is multiplied by its LayerScale first,
+    x + ls1(attn(norm1(x))), then x + ls2(mlp(norm2(x))).
 
     Args:
         dim: token width D.
@@ -55,7 +85,10 @@ class EncoderBlock(nn.Module):
         dropout: dropout after the attention projection and in the MLP, in [0, 1).
         attn_dropout: dropout on the attention weights, in [0, 1).
         norm_first: pre-norm (True, as in ViT) or post-norm (False).
-        norm_eps: LayerNorm epsilon, > 0.
+        norm_eps: LayerNorm epsilon, > 0 (1e-6 as in the ViT paper's JAX code; Hugging Face's
+            ports use 1e-12).
+        layer_scale: None (ViT: no LayerScale), or the starting value (> 0) of a LayerScale on
+            each branch, `ls1` and `ls2` (timm's names; their scales are `ls1.gamma`, `ls2.gamma`).
     """
 
     def __init__(
@@ -68,6 +101,7 @@ class EncoderBlock(nn.Module):
         attn_dropout: float = 0.0,
         norm_first: bool = True,
         norm_eps: float = 1e-6,
+        layer_scale: float | None = None,
     ):
         super().__init__()
         dim, hidden_dim = check_whole(dim, "dim"), mlp_hidden_dim(dim, mlp_ratio)
@@ -75,10 +109,15 @@ class EncoderBlock(nn.Module):
         check_probability(dropout, "dropout")  # checked here too, so that the errors name this block's arguments
         check_probability(attn_dropout, "attn_dropout")
         self.norm_first = check_flag(norm_first, "norm_first")
+        scaled = layer_scale is not None
+        if scaled:  # checked before anything is built
+            check_positive(layer_scale, "layer_scale", meaning=LAYER_SCALE_MEANING)
         self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
         self.attn = MultiHeadSelfAttention(dim, num_heads, qkv_bias, attn_dropout, dropout)
+        self.ls1 = LayerScale(dim, layer_scale) if scaled else nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
         self.mlp = MLP(dim, hidden_dim, dropout)
+        self.ls2 = LayerScale(dim, layer_scale) if scaled else nn.Identity()
 
     def forward(
         self,
@@ -92,10 +131,11 @@ class EncoderBlock(nn.Module):
         attended = self.attn(self.norm1(x) if self.norm_first else x, mask, return_attention=return_attention)
         if return_attention:
             attended, weights = attended  # (B, T, D), (B, heads, T, T)
+        attended = self.ls1(attended)  # (B, T, D); unchanged without LayerScale
         if self.norm_first:
             x = x + attended  # (B, T, D)
-            x = x + self.mlp(self.norm2(x))  # (B, T, D)
+            x = x + self.ls2(self.mlp(self.norm2(x)))  # (B, T, D)
         else:
             x = self.norm1(x + attended)  # (B, T, D)
-            x = self.norm2(x + self.mlp(x))  # (B, T, D)
+            x = self.norm2(x + self.ls2(self.mlp(x)))  # (B, T, D)
         return (x, weights) if return_attention else x

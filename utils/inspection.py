@@ -1,5 +1,6 @@
 """The maths behind looking inside a trained ViT (lesson 7): attention rollout, where the class
-token looks, how far heads look, and the principal components of the patch-embedding filters.
+token looks, how far heads look, the principal components of the patch-embedding filters, and
+the deletion test of a map (delete the patches it ranks highest, see what the model loses).
 
 Every function takes tensors (a model's attention weights or parameters), never a model.
 """
@@ -8,7 +9,7 @@ import torch
 
 from utils.embeddings import grid_coordinates
 from utils.patches import to_2tuple
-from utils.validation import check_flag, check_tensor, check_whole
+from utils.validation import check_flag, check_number, check_tensor, check_whole
 
 
 def check_attention(attn: torch.Tensor, name: str = "attn") -> None:
@@ -86,7 +87,8 @@ def cls_attention_map(
         grid_size: patches per side (or (rows, cols)); T = num_prefix_tokens + rows * cols.
         num_prefix_tokens: leading tokens that are not patches, >= 1 (token 0, the class token).
     Returns:
-        (..., rows, cols): the class token's weight on each patch (the weight on itself left out).
+        (..., rows, cols): the class token's weight on each patch (the weight on itself left out),
+        a new tensor: a view would keep all of `weights` alive as long as the map.
     """
     check_tensor(weights, "weights", "(..., T, T)")
     if weights.ndim < 2 or weights.shape[-1] != weights.shape[-2]:
@@ -98,7 +100,7 @@ def cls_attention_map(
         )
     rows, cols = check_grid(weights.shape[-1], grid_size, num_prefix_tokens, f"weights of shape {tuple(weights.shape)}")
     row = weights[..., 0, num_prefix_tokens:]  # (..., N)
-    return row.reshape(*row.shape[:-1], rows, cols)  # (..., rows, cols)
+    return row.reshape(*row.shape[:-1], rows, cols).clone()  # (..., rows, cols)
 
 
 def patch_coverage(masks: torch.Tensor, patch_size: int) -> torch.Tensor:
@@ -208,3 +210,61 @@ def patch_embedding_components(weight: torch.Tensor, count: int = 8) -> tuple[to
         raise ValueError(f"the {D} filters are all the same (or not finite): they have no variance to split")
     share = variance[:count] / variance.sum()
     return directions[:count].reshape(-1, C, P, P).float(), share.float()
+
+
+def top_patches(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """The `k` patches of each map with the highest scores, as a mask (the start of a deletion test).
+
+    Args:
+        scores: (B, rows, cols) finite scores over the patch grid: a map (a rollout, one layer's
+            attention) or random numbers; ties go to the first patches in row-major order.
+        k: patches to pick per map, 0 .. rows * cols.
+    Returns:
+        (B, rows, cols) bool, exactly k True per map.
+    """
+    check_tensor(scores, "scores", "(B, rows, cols)", ndim=3)
+    B, rows, cols = scores.shape
+    k = check_whole(k, "k", minimum=0, maximum=rows * cols, meaning=" of patches per map")
+    if not scores.is_floating_point():
+        raise ValueError(f"expected floating-point scores, got {scores.dtype}")
+    if scores.numel() and not scores.isfinite().all():
+        raise ValueError("expected finite scores, got NaN or infinite values")
+    flat = scores.reshape(B, rows * cols)  # (B, N)
+    # a stable sort, so that equal scores are taken in row-major order (topk's order among ties is unspecified)
+    order = flat.argsort(dim=1, descending=True, stable=True)[:, :k]  # (B, k)
+    mask = torch.zeros_like(flat, dtype=torch.bool).scatter_(1, order, True)  # (B, N)
+    return mask.reshape(B, rows, cols)
+
+
+def delete_patches(images: torch.Tensor, patches: torch.Tensor, fill: float | torch.Tensor = 0.0) -> torch.Tensor:
+    """`images` with the chosen patches painted over in one colour (e.g. the background's), the
+    others untouched: what a model sees when the patches a map ranks highest are deleted.
+
+    Args:
+        images: (B, C, H, W).
+        patches: (B, rows, cols) bool, True for the patches to delete (e.g. `top_patches`); H and
+            W must be multiples of rows and cols (the patch is H/rows x W/cols pixels).
+        fill: the value they get: a number, or one per channel (C,).
+    Returns:
+        (B, C, H, W), a new tensor.
+    """
+    check_tensor(images, "images", "(B, C, H, W)", ndim=4)
+    check_tensor(patches, "patches", "(B, rows, cols)", ndim=3)
+    B, C, H, W = images.shape
+    if patches.dtype != torch.bool:
+        raise ValueError(f"expected boolean patches (True: delete), got {patches.dtype}; e.g. top_patches(scores, k)")
+    if patches.shape[0] != B:
+        raise ValueError(f"expected one patch mask per image, {B}, got {patches.shape[0]}")
+    rows, cols = patches.shape[1:]
+    if rows == 0 or cols == 0 or H % rows or W % cols:
+        raise ValueError(f"an image of {H}x{W} pixels does not split into a {rows} x {cols} grid of equal patches")
+    if not images.is_floating_point():
+        raise ValueError(f"expected floating-point images, got {images.dtype}")
+    if isinstance(fill, torch.Tensor):
+        if fill.shape not in ((), (C,)):
+            raise ValueError(f"expected fill as a number or one value per channel ({C},), got {tuple(fill.shape)}")
+        fill = fill.to(images.dtype).reshape(-1, 1, 1)  # (C or 1, 1, 1)
+    else:
+        fill = torch.tensor(check_number(fill, "fill"), dtype=images.dtype)
+    pixels = patches.repeat_interleave(H // rows, dim=1).repeat_interleave(W // cols, dim=2)  # (B, H, W)
+    return torch.where(pixels[:, None], fill.to(images.device), images)  # (B, C, H, W)

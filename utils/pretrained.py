@@ -26,7 +26,7 @@ KNOWN_NUM_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16}
 # cannot (transformers' field names).
 VIT_B16_HF_CONFIG = {
     "num_attention_heads": 12,
-    "layer_norm_eps": 1e-12,
+    "layer_norm_eps": 1e-12,  # transformers' default, kept when the JAX weights were ported; they trained at 1e-6
     "qkv_bias": True,
     "image_size": 224,
     "patch_size": 16,
@@ -73,7 +73,9 @@ def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int |
     patch_embed.proj.weight (D, C, P, P) gives embed_dim, in_channels and patch_size; the block
     indices give depth; blocks.0.mlp.fc1.weight (hidden, D) gives mlp_ratio; head.weight
     (classes, D) gives num_classes (0 without a head); cls_token gives pool="cls" (else "mean");
-    pos_embed (1, prefix + N, D) gives a learned table and a square image of sqrt(N) * P pixels.
+    fc_norm.weight gives fc_norm=True (timm's global_pool="avg" layout: LayerNorm after averaging;
+    timm's models with a class token and an fc_norm are refused: the course's ViT cannot compute
+    them); pos_embed (1, prefix + N, D) gives a learned table and a square image of sqrt(N) * P pixels.
     The head count is no tensor's shape: pass num_heads unless the width is a published one
     (192, 384, 768, 1024: heads 64 wide). norm_eps stays timm's 1e-6. `overrides` win over all
     of it (pos_embed="sincos" for a fixed table, image_size for a model without positions).
@@ -85,6 +87,13 @@ def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int |
         )
         raise ValueError(f"not a timm-layout ViT state dict: it has no 'patch_embed.proj.weight'{hint}")
     _check_ndim(state_dict, "patch_embed.proj.weight", 4, "(D, C, P, P)")
+    if "fc_norm.weight" in state_dict and "cls_token" in state_dict:
+        raise ValueError(
+            "a class token and an fc_norm: timm's global_pool='avg' with a class token (MAE-style fine-tuning: "
+            "the patch tokens averaged, the class token left out) or global_pool='token' with fc_norm=True. "
+            "The course's ViT puts fc_norm only after averaging the patch tokens of a model without a class "
+            "token (ViTConfig(pool='mean', fc_norm=True)), so it cannot compute this model"
+        )
     D, C, P, _ = state_dict["patch_embed.proj.weight"].shape  # (D, C, P, P)
     blocks = {int(m[1]) for name in state_dict if (m := re.match(r"blocks\.(\d+)\.", name))}
     if blocks:
@@ -102,6 +111,7 @@ def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int |
         qkv_bias="blocks.0.attn.qkv.bias" in state_dict,
         num_classes=_check_ndim(state_dict, "head.weight", 2, "(classes, D)")[0] if "head.weight" in state_dict else 0,
         pool="cls" if "cls_token" in state_dict else "mean",
+        fc_norm="fc_norm.weight" in state_dict,
         pos_embed="learned" if "pos_embed" in state_dict else "none",
         norm_eps=1e-6,
     )

@@ -39,7 +39,14 @@ class ViTConfig:
     attn_dropout: float = 0.0  # dropout on the attention weights, in [0, 1)
     pool: str = "cls"  # "cls": classify the class token; "mean": average the patch tokens (no class token)
     pos_embed: str = "learned"  # "learned", "sincos" (fixed 2-D) or "none"
-    norm_eps: float = 1e-6  # LayerNorm epsilon, > 0 (1e-6 in the reference ViT)
+    norm_eps: float = 1e-6  # LayerNorm epsilon, > 0: 1e-6 in the JAX original and timm (transformers: 1e-12)
+    fc_norm: bool = False  # pool="mean" only: normalise the average (timm's fc_norm), not every token before it
+
+    def __repr__(self) -> str:
+        """The fields as a dataclass prints them, fc_norm only when it is set: it came after the
+        course's first configs, whose printed form stays as it was (eval(repr(config)) == config)."""
+        fields = [f for f in dataclasses.fields(self) if f.name != "fc_norm" or self.fc_norm]
+        return f"{type(self).__name__}(" + ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields) + ")"
 
     def __post_init__(self):
         """Check every field's type and range; sizes are stored as Python ints, other numbers as
@@ -59,6 +66,7 @@ class ViTConfig:
             )
         mlp_hidden_dim(self.embed_dim, self.mlp_ratio)  # > 0, and at least one hidden unit
         check_flag(self.qkv_bias, "qkv_bias")
+        check_flag(self.fc_norm, "fc_norm")
         checked = {
             "mlp_ratio": check_positive(self.mlp_ratio, "mlp_ratio"),
             "dropout": check_probability(self.dropout, "dropout"),
@@ -76,6 +84,11 @@ class ViTConfig:
             raise ValueError(f"pool must be 'cls' or 'mean', got {self.pool!r}")
         if self.pos_embed not in POS_EMBED_KINDS:
             raise ValueError(f"pos_embed must be one of {POS_EMBED_KINDS}, got {self.pos_embed!r}")
+        if self.fc_norm and self.pool != "mean":
+            raise ValueError(
+                f"fc_norm=True normalises the average of the patch tokens (timm's global_pool='avg' layout): "
+                f"it needs pool='mean', got pool={self.pool!r}"
+            )
         if self.pos_embed == "sincos" and self.embed_dim % 4:
             raise ValueError(f"pos_embed='sincos' needs embed_dim divisible by 4, got {self.embed_dim}")
 
@@ -131,6 +144,11 @@ def check_fits_in_memory(config: ViTConfig) -> None:
 class VisionTransformer(nn.Module):
     """A Vision Transformer whose parameter names are those of the reference (timm) ViT.
 
+    The final LayerNorm is `norm`, applied to every token before pooling. With config.fc_norm
+    (pool="mean" only) it is timm's `fc_norm` instead, applied to the average of the patch tokens,
+    and `norm` is an identity, as in timm with global_pool="avg": LayerNorm then average and
+    average then LayerNorm are different functions, so each layout loads only into its own.
+
     Args:
         config: the shape of the model, a ViTConfig.
     """
@@ -167,12 +185,20 @@ class VisionTransformer(nn.Module):
             )
             for _ in range(config.depth)
         )
-        self.norm = nn.LayerNorm(D, eps=config.norm_eps)
+        if config.fc_norm:  # timm's average-pool layout: no norm on the tokens, one on their average
+            self.norm, self.fc_norm = nn.Identity(), nn.LayerNorm(D, eps=config.norm_eps)
+        else:  # the reference ViT: every token normalised, nothing after pooling
+            self.norm, self.fc_norm = nn.LayerNorm(D, eps=config.norm_eps), nn.Identity()
         self.head = nn.Linear(D, config.num_classes) if config.num_classes > 0 else nn.Identity()
         self.init_weights()
 
     def init_weights(self) -> None:
-        """The reference init: trunc-normal(0.02) for Linear weights, class token and learned positions."""
+        """The course's init: trunc-normal(std 0.02, cut at +-2 std) for the Linear weights, the class
+        token and the learned positions; zero biases; the patch embedding's Conv2d and the LayerNorms
+        keep PyTorch's defaults. The Linear weights and positions take timm's std 0.02 (timm cuts at
+        +-2 in absolute terms, lesson 2); the class token differs from both references: timm draws it
+        from normal(std 1e-6), the JAX original starts it at zeros. The shipped checkpoints were
+        trained from this init."""
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 trunc_normal_(module.weight, std=0.02)
@@ -210,8 +236,9 @@ class VisionTransformer(nn.Module):
     def forward_features(
         self, images: torch.Tensor, return_attention: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """(B, C, H, W) images -> (B, T, D) normalised tokens; with return_attention, also the
-        attention weights of every block stacked as (depth, B, heads, T, T)."""
+        """(B, C, H, W) images -> (B, T, D) tokens after the final norm (with config.fc_norm, as in
+        timm, no norm: it comes after pooling); with return_attention, also the attention weights of
+        every block stacked as (depth, B, heads, T, T)."""
         check_flag(return_attention, "return_attention")
         x = self.patch_embed(images)  # (B, N, D); checks the images' shape first
         if self.cls_token is not None:
@@ -246,6 +273,7 @@ class VisionTransformer(nn.Module):
             pooled = x[:, 0]  # (B, D), the class token
         else:
             pooled = x[:, self.num_prefix_tokens :].mean(dim=1)  # (B, D), mean of the patch tokens
+        pooled = self.fc_norm(pooled)  # (B, D); an identity unless config.fc_norm
         logits = self.head(pooled)  # (B, num_classes)
         return (logits, attn) if return_attention else logits
 

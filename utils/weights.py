@@ -338,7 +338,7 @@ def save_trained(
 
 
 def load_trained(name: str, checkpoint_dir: str | Path = CHECKPOINT_DIR) -> tuple[VisionTransformer, dict]:
-    """A shipped tiny ViT ("digits" or "relational") in eval mode, and its checkpoint's info
+    """A shipped tiny ViT ("digits", "relational" or "relational_fine") in eval mode, and its checkpoint's info
     (test_accuracy, classes, pos_embed_snapshots: {"steps": [...], "tables": [(1, T, D), ...]})."""
     available = shipped_models(checkpoint_dir)
     if name not in available:

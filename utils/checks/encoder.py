@@ -1,4 +1,4 @@
-"""Lesson 5's exercise checkers: an encoder block's forward pass, and a ViT's parameter count."""
+"""Lesson 5's exercise checkers: a LayerScale encoder block's forward pass, and a ViT's parameter count."""
 
 import copy
 import itertools
@@ -12,7 +12,7 @@ from utils.encoder import EncoderBlock
 from utils.patches import to_2tuple
 from utils.vit import VisionTransformer, ViTConfig
 
-BLOCK_CASES = [  # (B, T, D, heads, mlp_ratio)
+BLOCK_CASES = [  # (B, T, D, heads, mlp_ratio); T != D, so that a scale on the wrong axis cannot broadcast
     (2, 5, 16, 4, 4.0),
     (1, 9, 24, 3, 2.0),
     (3, 4, 8, 1, 4.0),
@@ -22,82 +22,131 @@ ATTN_TAKES_TOKENS = (
     "attn takes the normalised tokens only, attn(norm1(x)), and returns the new tokens; it makes "
     "q, k and v itself (unlike torch's nn.MultiheadAttention(q, k, v))"
 )
+GAMMA_SHAPE = (
+    "gamma1 and gamma2 hold one number per feature, shape (D,): multiply a branch's (B, T, D) output "
+    "by them as they are, gamma1 * attn(norm1(x)), and they apply to every token of every image"
+)
 
 
 def _random_block(D: int, heads: int, mlp_ratio: float, generator: torch.Generator) -> EncoderBlock:
-    """An encoder block with random values in every parameter, the two LayerNorms included (with
-    their default unit scale and zero shift, swapping norm1 and norm2 would go unnoticed)."""
-    block = EncoderBlock(D, heads, mlp_ratio).eval()
+    """A block with LayerScale and random values in every parameter: the LayerNorms' scales near 1
+    (with their default unit scale and zero shift, swapping norm1 and norm2 would go unnoticed),
+    the two gammas near 0.5 and different from each other, the rest around 0."""
+    block = EncoderBlock(D, heads, mlp_ratio, layer_scale=1.0).eval()
     with torch.no_grad():
         for name, p in block.named_parameters():
             if name.startswith("norm") and name.endswith("weight"):
                 p.copy_(1 + 0.5 * torch.randn(p.shape, generator=generator))
+            elif name.endswith("gamma"):
+                p.copy_(0.5 + 0.3 * torch.randn(p.shape, generator=generator))
             else:
                 p.copy_(0.3 * torch.randn(p.shape, generator=generator))
     return block
 
 
 def _block_variants(x: torch.Tensor, b: EncoderBlock) -> dict[str, torch.Tensor]:
-    """Wrong-but-plausible encoder-block outputs, each keyed by the sentence that explains it."""
+    """Wrong-but-plausible LayerScale-block outputs, each keyed by the sentence that explains it."""
     n1, attn, n2, mlp = b.norm1, b.attn, b.norm2, b.mlp
+    g1, g2 = b.ls1.gamma, b.ls2.gamma
 
-    def then_mlp(h: torch.Tensor, norm: nn.Module = n2) -> torch.Tensor:
-        """The MLP half of a pre-norm block, on attention's result h."""
-        return h + mlp(norm(h))
+    def then_mlp(h: torch.Tensor, norm: nn.Module = n2, scale: torch.Tensor = g2) -> torch.Tensor:
+        """The MLP half of the block, on attention's result h."""
+        return h + scale * mlp(norm(h))
 
-    x1 = x + attn(n1(x))  # the right first half
-    h1 = n1(x)
-    post = n1(x + attn(x))
+    x1 = x + g1 * attn(n1(x))  # the right first half
+    post = n1(x + g1 * attn(x))
+    stream = g1 * (x + attn(n1(x)))
+    residual = g1 * x + attn(n1(x))
+    before_norm = x + attn(n1(g1 * x))
+    after_norm = x + attn(g1 * n1(x))
+    added = x + (attn(n1(x)) + g1)
+    mlp_first = x + g2 * mlp(n2(x))
+    normed = n1(x)
+    outputs_normed = x + g1 * n1(attn(x))
     return {
-        "you forgot the residual connection around attention: add the block's input back, "
-        "x = x + attn(norm1(x))": then_mlp(attn(n1(x))),
-        "you forgot the residual connection around the MLP: x = x + mlp(norm2(x))": mlp(n2(x1)),
-        "you forgot both residual connections: each sub-layer's output must be added to its input (x = x + ...)": mlp(
-            n2(attn(n1(x)))
+        "you left out gamma1 and gamma2: that is the plain pre-norm block; LayerScale multiplies each "
+        "branch's output by its gamma before the residual add: x = x + gamma1 * attn(norm1(x))": then_mlp(
+            x + attn(n1(x)), scale=1.0
         ),
-        "you put one residual connection around the whole block; each sub-layer gets its own: "
-        "x = x + attn(norm1(x)), then x = x + mlp(norm2(x))": x + mlp(n2(attn(n1(x)))),
-        "the MLP's residual adds the block's input x; add attention's result instead: "
-        "h = x + attn(norm1(x)), then h + mlp(norm2(h))": x + mlp(n2(x1)),
+        "gamma1 is missing: attention's output is scaled too, x = x + gamma1 * attn(norm1(x))": then_mlp(
+            x + attn(n1(x))
+        ),
+        "gamma2 is missing: the MLP's output is scaled too, x = x + gamma2 * mlp(norm2(x))": then_mlp(x1, scale=1.0),
+        "gamma1 and gamma2 are swapped: gamma1 scales attention's output, gamma2 the MLP's": then_mlp(
+            x + g2 * attn(n1(x)), scale=g1
+        ),
+        "you used gamma1 for the MLP too; the MLP has its own scale: x = x + gamma2 * mlp(norm2(x))": then_mlp(
+            x1, scale=g1
+        ),
+        "you used gamma2 for attention too; attention has its own scale: x = x + gamma1 * attn(norm1(x))": then_mlp(
+            x + g2 * attn(n1(x))
+        ),
+        "you scaled the whole stream, the residual too: gamma multiplies only what the branch adds, "
+        "x = x + gamma1 * attn(norm1(x)), not gamma1 * (x + attn(norm1(x)))": g2 * (stream + mlp(n2(stream))),
+        "you scaled the block's input x instead of the branch: x = x + gamma1 * attn(norm1(x)), "
+        "not gamma1 * x + attn(norm1(x))": g2 * residual + mlp(n2(residual)),
+        "gamma scales the branch's output, not its input: x + gamma1 * attn(norm1(x)), "
+        "not attn(norm1(gamma1 * x))": before_norm + mlp(n2(g2 * before_norm)),
+        "gamma scales the branch's output, not its normalised input: x + gamma1 * attn(norm1(x)), "
+        "not attn(gamma1 * norm1(x))": after_norm + mlp(g2 * n2(after_norm)),
+        "gamma is added to the branch's output; LayerScale multiplies it, feature by feature: "
+        "x + gamma1 * attn(norm1(x))": added + (mlp(n2(added)) + g2),
         "that is the post-norm order (norm after the residual add, as in the original Transformer); "
-        "ViT normalises first: x = x + attn(norm1(x)), then x = x + mlp(norm2(x))": n2(post + mlp(post)),
-        "norm1 and norm2 are swapped: norm1 goes before attention, norm2 before the MLP": then_mlp(x + attn(n2(x)), n1),
-        "you used norm1 before the MLP too; the MLP has its own norm: x = x + mlp(norm2(x))": then_mlp(x1, n1),
-        "you used norm2 before attention too; attention has its own norm: x = x + attn(norm1(x))": then_mlp(
-            x + attn(n2(x))
-        ),
-        "attention and the MLP both read the block's input x (a parallel block); in ViT the MLP "
-        "reads attention's result: x = x + attn(norm1(x)), then x = x + mlp(norm2(x))": x1 + mlp(n2(x)),
-        "the MLP ran before attention: a block first lets the tokens talk (attention), then "
-        "processes each token alone (MLP)": (x + mlp(n2(x))) + attn(n1(x + mlp(n2(x)))),
-        "the MLP ran before attention (each with the other's norm): attention comes first, "
-        "x = x + attn(norm1(x)), then x = x + mlp(norm2(x))": ((x + mlp(n1(x))) + attn(n2(x + mlp(n1(x))))),
+        "CaiT, like ViT, normalises first: x = x + gamma1 * attn(norm1(x)), then "
+        "x = x + gamma2 * mlp(norm2(x))": n2(post + g2 * mlp(post)),
+        "attention and the MLP both read the block's input x (a parallel block, as in ViT-22B); here "
+        "the MLP reads attention's result: x = x + gamma1 * attn(norm1(x)), then "
+        "x = x + gamma2 * mlp(norm2(x))": x1 + g2 * mlp(n2(x)),
+        "you forgot the residual connection around attention: add the block's input back, "
+        "x = x + gamma1 * attn(norm1(x))": then_mlp(g1 * attn(n1(x))),
+        "you forgot the residual connection around the MLP: x = x + gamma2 * mlp(norm2(x))": g2 * mlp(n2(x1)),
+        "you forgot both residual connections: each scaled branch is added to its input (x = x + ...)": g2
+        * mlp(n2(g1 * attn(n1(x)))),
+        "the MLP's residual adds the block's input x; add attention's result instead: "
+        "h = x + gamma1 * attn(norm1(x)), then h + gamma2 * mlp(norm2(h))": x + g2 * mlp(n2(x1)),
+        "you put one residual connection around the whole block; each branch gets its own: "
+        "x = x + gamma1 * attn(norm1(x)), then x = x + gamma2 * mlp(norm2(x))": x + g2 * mlp(n2(g1 * attn(n1(x)))),
         "the residual adds the normalised tokens; add the block's raw input instead: "
-        "x = x + attn(norm1(x)), not norm1(x) + attn(norm1(x))": then_mlp(h1 + attn(h1)),
-        "the residuals add the normalised tokens (x = norm(x) replaced the raw tokens); add the raw "
-        "ones instead: x = x + attn(norm1(x)), not norm1(x) + attn(norm1(x)), and the same around "
-        "the MLP": n2(h1 + attn(h1)) + mlp(n2(h1 + attn(h1))),
-        "the MLP's residual adds the normalised tokens; add the raw ones instead: "
-        "x = x + mlp(norm2(x)), not norm2(x) + mlp(norm2(x))": n2(x1) + mlp(n2(x1)),
-        "the norms sit on the sub-layers' outputs; in pre-norm they go on the inputs: "
-        "x + attn(norm1(x)), not x + norm1(attn(x))": ((x + n1(attn(x))) + n2(mlp(x + n1(attn(x))))),
-        "norm1 is missing: attention reads the normalised tokens, x = x + attn(norm1(x))": then_mlp(x + attn(x)),
-        "norm2 is missing: the MLP reads the normalised tokens, x = x + mlp(norm2(x))": x1 + mlp(x1),
-        "both norms are missing: x = x + attn(norm1(x)), then x = x + mlp(norm2(x))": (x + attn(x)) + mlp(x + attn(x)),
-        "the MLP half is missing: after x = x + attn(norm1(x)) comes x = x + mlp(norm2(x))": x1,
-        "your block returns the tokens unchanged: x = x + attn(norm1(x)), then x = x + mlp(norm2(x)), "
-        "and return the new x": x,
+        "x = x + gamma1 * attn(norm1(x)), not norm1(x) + gamma1 * attn(norm1(x))": then_mlp(normed + g1 * attn(normed)),
+        "the norms sit on the branches' outputs; in pre-norm they go on the inputs: "
+        "x + gamma1 * attn(norm1(x)), not x + gamma1 * norm1(attn(x))": outputs_normed + g2 * n2(mlp(outputs_normed)),
+        "norm1 is missing: attention reads the normalised tokens, x = x + gamma1 * attn(norm1(x))": then_mlp(
+            x + g1 * attn(x)
+        ),
+        "norm2 is missing: the MLP reads the normalised tokens, x = x + gamma2 * mlp(norm2(x))": x1 + g2 * mlp(x1),
+        "norm1 and norm2 are swapped: norm1 goes before attention, norm2 before the MLP": then_mlp(
+            x + g1 * attn(n2(x)), n1
+        ),
+        "both norms are missing: x = x + gamma1 * attn(norm1(x)), then x = x + gamma2 * mlp(norm2(x))": then_mlp(
+            x + g1 * attn(x), nn.Identity()
+        ),
+        "the MLP ran before attention: a block first lets the tokens talk (attention), then "
+        "processes each token alone (MLP)": mlp_first + g1 * attn(n1(mlp_first)),
+        "the MLP half is missing: after x = x + gamma1 * attn(norm1(x)) comes x = x + gamma2 * mlp(norm2(x))": x1,
+        "your block returns the tokens unchanged: x = x + gamma1 * attn(norm1(x)), then "
+        "x = x + gamma2 * mlp(norm2(x)), and return the new x": x,
         "attn returns the new tokens (B, T, D), not a tuple: [0] kept the first image's tokens only; "
-        "x = x + attn(norm1(x))": then_mlp(x + attn(n1(x))[0]),
+        "x = x + gamma1 * attn(norm1(x))": then_mlp(x + g1 * attn(n1(x))[0]),
     }
 
 
+def _explain_error(error: Exception) -> str | None:
+    """A sentence for a broadcasting error: a gamma used on the wrong axis (or with @)."""
+    text = str(error)
+    if "must match the size of tensor" in text or "cannot be multiplied" in text or "size mismatch" in text:
+        return GAMMA_SHAPE
+    return None
+
+
 def _call_block(fn: Callable, x: torch.Tensor, block: EncoderBlock, where: str) -> torch.Tensor:
-    """The learner's block on copies of x and of the block's four modules (nothing it changes sticks);
-    attn called like torch's nn.MultiheadAttention(q, k, v) is named (its own error prints a whole tensor)."""
+    """The learner's block on copies of x and of the block's modules and scales (nothing it changes
+    sticks); attn called like torch's nn.MultiheadAttention(q, k, v) is named (its own error prints a
+    whole tensor)."""
     block = copy.deepcopy(block)
+    gamma1, gamma2 = block.ls1.gamma.detach(), block.ls2.gamma.detach()
+    modules = (block.norm1, block.attn, gamma1, block.norm2, block.mlp, gamma2)
     try:
-        return call_learner(fn, x.clone(), block.norm1, block.attn, block.norm2, block.mlp, where=where)
+        return call_learner(fn, x.clone(), *modules, where=where, explain=_explain_error)
     except CheckFailed as failure:
         error = failure.__cause__
         if "return_attention must be True or False" in str(error) or "need_weights" in str(error):
@@ -105,10 +154,11 @@ def _call_block(fn: Callable, x: torch.Tensor, block: EncoderBlock, where: str) 
         raise
 
 
-def check_encoder_block(
-    fn: Callable[[torch.Tensor, nn.Module, nn.Module, nn.Module, nn.Module], torch.Tensor],
+def check_layer_scale_block(
+    fn: Callable[[torch.Tensor, nn.Module, nn.Module, torch.Tensor, nn.Module, nn.Module, torch.Tensor], torch.Tensor],
 ) -> None:
-    """Check a learner's pre-norm encoder_block(x, norm1, attn, norm2, mlp) -> (B, T, D)."""
+    """Check a learner's layer_scale_block(x, norm1, attn, gamma1, norm2, mlp, gamma2) -> (B, T, D)
+    against utils.EncoderBlock(..., layer_scale=...) holding the same modules and scales."""
     generator = torch.Generator().manual_seed(0)
     verdicts = []
     for B, T, D, heads, mlp_ratio in BLOCK_CASES:
@@ -124,7 +174,7 @@ def check_encoder_block(
                         got,
                         expected,
                         where,
-                        any_shape_hint="a block maps (B, T, D) tokens to (B, T, D) tokens",
+                        any_shape_hint=f"a block maps (B, T, D) tokens to (B, T, D) tokens; {GAMMA_SHAPE}",
                         atol=1e-5,
                         mistakes=_block_variants(x, block),
                         same_dtype=True,
@@ -139,7 +189,10 @@ def check_encoder_block(
                         "attn and mlp"
                     ) from None
                 raise
-    print(f"✓ encoder_block matches utils.EncoderBlock on {len(verdicts)} random blocks: {summarize(verdicts)}")
+    print(
+        f"✓ layer_scale_block matches utils.EncoderBlock(layer_scale=...) on {len(verdicts)} random blocks: "
+        f"{summarize(verdicts)}"
+    )
 
 
 COUNT_CASES = [  # ViT-B/16 first, then configs that exercise every field the count depends on

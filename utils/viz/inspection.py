@@ -1,6 +1,7 @@
 """Lesson 7's pictures of a trained ViT: where the class token looks (overlaid on the images), how
 far each head looks per layer (ViT paper, Fig. 7 right), and the principal components of the
-patch-embedding filters (Fig. 7 left)."""
+patch-embedding filters (Fig. 7 left); and `share_colour_scale`, which puts the panels of any
+figure on one colour scale so that they can be compared."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -41,11 +42,14 @@ def show_attention_maps(
     titles: list[str] | None = None,
     regions: torch.Tensor | None = None,
     size: float = 2.4,
+    scale: str = "row",
 ) -> plt.Figure:
     """Attention over the patch grid laid over each image: one column per image, the image on
     top, then one panel per map (nearest-neighbour upsampled: each patch one flat colour).
 
-    Each map is coloured from 0 to its own largest weight. With `regions`, the region's patches
+    Panels that are compared share a colour scale from 0, with a colour bar: with scale="row"
+    every image's map of one name (one row; its largest weight sets the top), with
+    scale="shared" every map of the figure (one bar). With `regions`, the region's patches
     are outlined in cyan and each map's title gives the share of the map inside the region
     (`attention_share`) next to the share uniform attention would put there.
 
@@ -55,8 +59,13 @@ def show_attention_maps(
             (e.g. {"last layer": ..., "rollout": ...}), one row of panels per name.
         titles: B titles for the images (e.g. their labels).
         regions: (B, rows, cols) bool, e.g. `patch_coverage` of the objects' masks.
+        scale: "row" (one colour scale per map name) or "shared" (one for all maps).
     """
     B, C, H, W = check_image_batch(images).shape
+    if scale not in ("row", "shared"):
+        raise ValueError(
+            f"scale must be 'row' (one colour scale per map name) or 'shared' (one for all), got {scale!r}"
+        )
     if not isinstance(maps, (torch.Tensor, dict)):
         raise WrongTypeError(f"expected maps (B, rows, cols) or a dict of them, got a {type(maps).__name__}")
     named = {"attention": maps} if isinstance(maps, torch.Tensor) else dict(maps)
@@ -81,9 +90,18 @@ def show_attention_maps(
                 )
         regions = regions.detach().cpu().bool()
     extent = (0, W, H, 0)  # (left, right, bottom, top): every grid covers the whole image
+    tops = {name: max(float(values.detach().max()), 1e-9) for name, values in named.items()}  # each row's top
+    if scale == "shared":
+        tops = dict.fromkeys(tops, max(tops.values()))
     fig, axes = plt.subplots(
-        1 + len(named), B, figsize=(size * B, size * (1 + len(named)) * 1.12), dpi=DPI, squeeze=False
+        1 + len(named),
+        B,
+        figsize=(size * B + 1.2, size * (1 + len(named)) * 1.12),
+        dpi=DPI,
+        squeeze=False,
+        layout="constrained",  # leaves room for the colour bars
     )
+    overlays = {}  # name -> one overlay drawn with that name's scale, for its colour bar
     for b in range(B):
         picture = to_numpy_image(images[b])  # (H, W) or (H, W, 3)
         panels = [(axes[0, b], None, None)] + [
@@ -97,12 +115,12 @@ def show_attention_maps(
                 ax.set_title(titles[b] if titles is not None else f"image {b}", fontsize=9)
             else:
                 grid = values[b].detach().cpu().float()  # (rows, cols)
-                ax.imshow(
+                overlays[name] = ax.imshow(
                     grid.numpy(),
                     cmap="inferno",
                     alpha=0.6,
                     vmin=0,
-                    vmax=max(float(grid.max()), 1e-9),
+                    vmax=tops[name],
                     extent=extent,
                     interpolation="nearest",
                 )
@@ -118,8 +136,36 @@ def show_attention_maps(
                 ax.add_collection(LineCollection(outline, colors="cyan", linewidths=1.5))
             ax.set_xlim(0, W)
             ax.set_ylim(H, 0)
-    fig.tight_layout()
+    if scale == "shared":
+        fig.colorbar(next(iter(overlays.values())), ax=axes[1:, :], shrink=0.8, label="attention weight")
+    else:
+        for row, name in enumerate(named, start=1):
+            fig.colorbar(overlays[name], ax=axes[row, :], shrink=0.8, label=f"{name}: weight")
     return fig
+
+
+def share_colour_scale(figure: plt.Figure, vmin: float | None = None, vmax: float | None = None) -> tuple[float, float]:
+    """Put every image panel of `figure` on one colour scale (its colour bars follow), so that
+    panels drawn on scales of their own (e.g. `show_pos_similarity`'s tables) can be compared.
+
+    Args:
+        vmin, vmax: the scale; by default the lowest and highest value drawn in any panel.
+    Returns:
+        (vmin, vmax), the scale used.
+    """
+    if not isinstance(figure, plt.Figure):
+        raise WrongTypeError(f"expected a matplotlib Figure, got {type(figure).__name__}")
+    images = [image for ax in figure.axes for image in ax.images]
+    if not images:
+        raise ValueError("the figure has no image panels to put on one colour scale")
+    values = [np.asarray(image.get_array(), dtype=float) for image in images]
+    low = min(float(np.nanmin(v)) for v in values) if vmin is None else float(vmin)
+    high = max(float(np.nanmax(v)) for v in values) if vmax is None else float(vmax)
+    if not (np.isfinite(low) and np.isfinite(high) and low < high):
+        raise ValueError(f"expected a colour scale with vmin < vmax, both finite, got {low} and {high}")
+    for image in images:
+        image.set_clim(low, high)
+    return low, high
 
 
 def show_attention_distance(
