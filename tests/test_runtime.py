@@ -130,25 +130,26 @@ def test_torch_threads_refuses_a_count_that_is_no_positive_whole_number(bad):
 
 def test_a_fixed_thread_count_repeats_a_training_run_bit_for_bit_and_fit_restores_torchs_count():
     """The reason fit and evaluate default to one thread: the count decides the order of additions.
-    Two runs on one thread give identical weights, whatever torch was set to around them."""
+    Ten steps of the tiny ViT left on torch's own count (threads=None) end with other weights on 1
+    and on 2 threads (this shows the test can tell); with fit's default they are identical, whatever
+    torch was set to around them."""
+    from utils import VisionTransformer, ViTConfig
     from utils.training import fit
 
-    images = torch.rand(64, 1, 8, 8)
-    labels = torch.arange(64) % 4
-    data = torch.utils.data.TensorDataset(images, labels)
+    generator = torch.Generator().manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.rand(256, 1, 8, 8, generator=generator), torch.arange(256) % 10)
 
-    def trained(threads_around: int) -> torch.Tensor:
+    def trained(threads_around: int, **options) -> torch.Tensor:
         torch.set_num_threads(threads_around)
         set_seed(0)
-        model = torch.nn.Sequential(
-            torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)
-        )
-        fit(model, data, steps=5, batch_size=16, progress=False)
+        model = VisionTransformer(ViTConfig.tiny(image_size=8, patch_size=2, in_channels=1, num_classes=10))
+        fit(model, data, steps=10, batch_size=128, progress=False, **options)
         assert torch.get_num_threads() == threads_around
         return torch.cat([parameter.detach().flatten() for parameter in model.parameters()])
 
     before = torch.get_num_threads()
     try:
+        assert not torch.equal(trained(1, threads=None), trained(2, threads=None))
         assert torch.equal(trained(1), trained(2))
     finally:
         torch.set_num_threads(before)

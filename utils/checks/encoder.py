@@ -218,6 +218,11 @@ def reference_parameter_count(config: ViTConfig) -> int:
     return sum(p.numel() for p in _shape_only_model(config).parameters())
 
 
+MEAN_HAS_NO_CLASS_TOKEN = (
+    "a class token with pool='mean'",
+    "pool='mean' has no class token: no cls_token parameter, and the position table has N rows, not N + 1",
+)
+
 # The typical mistakes in counting, each a switch of parameter_count: (what is wrong, in a few
 # words; the sentence that explains it).
 COUNT_MISTAKES = {
@@ -250,14 +255,8 @@ COUNT_MISTAKES = {
         "only pos_embed='learned' has a position table of parameters: 'sincos' is a fixed table (a buffer), "
         "'none' has none",
     ),
-    "mean_cls": (
-        "a class token with pool='mean'",
-        "pool='mean' has no class token: no cls_token parameter, and the position table has N rows, not N + 1",
-    ),
-    "mean_cls_token": (
-        "a class token with pool='mean'",
-        "pool='mean' has no class token: no cls_token parameter, and the position table has N rows, not N + 1",
-    ),
+    "mean_cls": MEAN_HAS_NO_CLASS_TOKEN,  # the token and its position row
+    "mean_cls_token": MEAN_HAS_NO_CLASS_TOKEN,  # the token alone
     "qkv_single": (
         "qkv as D*D",
         "you counted qkv as D*D; it makes queries, keys and values at once: 3*D*D weights and 3*D biases",
