@@ -11,7 +11,7 @@ LAB_ARGS ?=
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 
-.PHONY: lab test test-lib test-notebook lint format run-notebooks checkpoints experiments exercises measure check-binder bench weights clean
+.PHONY: lab test test-lib test-notebook lint format run-notebooks checkpoints experiments claims exercises measure check-binder bench weights clean
 
 ## make lab: set up .venv and open JupyterLab on lesson 1
 lab: $(VENV)/.runtime
@@ -57,6 +57,11 @@ checkpoints: $(VENV)/.runtime
 ## core, about 30 minutes on 2 cores) into utils/results/lesson6.json, which the lesson and tests read
 experiments: $(VENV)/.runtime
 	$(BIN)/python tools/run_experiments.py
+
+## make claims: run lesson 9's trials with seeds 0-4 (one CPU thread per run, one run per core, about an
+## hour on 2 cores: 59 minutes here) into utils/results/lesson9.json, which the lesson and tests read
+claims: $(VENV)/.runtime
+	$(BIN)/python tools/run_experiments.py --suite claims
 
 ## make exercises: learner copies of every lesson in exercises/, solutions blanked (for workshops);
 ## it never overwrites a copy that differs from a fresh one (a learner's answers): it stops and names

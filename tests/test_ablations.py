@@ -75,7 +75,7 @@ def test_the_small_cnn_has_as_many_parameters_as_the_vit_it_faces():
 
 
 def test_an_experiment_refuses_what_it_cannot_build():
-    with pytest.raises(ValueError, match=r"data must be one of \['digits', 'orientation', 'same_colour'\]"):
+    with pytest.raises(ValueError, match=r"data must be one of \['digits', 'mirrored_colour', 'orientation', "):
         Experiment("cifar", "vit")
     with pytest.raises(ValueError, match=r"model must be one of \('vit', 'small_cnn', 'deep_cnn'\)"):
         Experiment("digits", "resnet")

@@ -308,3 +308,115 @@ def test_digits_split_into_train_and_validation_keep_every_digit():
     fit_on, val = split_validation(train)  # 0.2 of each digit
     assert len(fit_on) + len(val) == 1347 and abs(len(val) - 0.2 * 1347) <= 5
     assert (val.labels.bincount() - 0.2 * train.labels.bincount()).abs().max() <= 0.5
+
+
+# ---- two objects at mirrored places (lesson 9) ---------------------------------------------------
+
+import hashlib  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "task, fingerprint",
+    [  # SHA-256 of images, labels, object_masks and object_boxes, computed before the option came
+        ("same_colour", "61032f56541b65c60d0275cd8d3b10819ee7bfdc9dd5f5b9ccef4dbaa3dceaaa"),
+        ("same_shape", "c8e3c2a078f93d8b2849dfac4d5a237cff7e33a81ef01e22c839b8f8e130bdc3"),
+        ("orientation", "1b701b46c3282e87298a87eeae2fcf2b7ce8ca092f765daf8b8348a6761224c9"),
+    ],
+)
+def test_mirrored_false_draws_bit_for_bit_the_images_drawn_before_the_option(task, fingerprint):
+    for data in (make_relational(64, task=task, seed=3), make_relational(64, task=task, seed=3, mirrored=False)):
+        digest = hashlib.sha256()
+        for tensor in (data.images, data.labels, data.object_masks, data.object_boxes):
+            digest.update(tensor.contiguous().numpy().tobytes())
+        assert digest.hexdigest() == fingerprint
+
+
+def assert_masks_fill_the_boxes(masks: torch.Tensor, boxes: torch.Tensor, object_size: int) -> None:
+    """Every box holds object pixels, no object pixel lies outside the boxes."""
+    for mask, pair in zip(masks, boxes):
+        inside = torch.zeros_like(mask)
+        for top, left, bottom, right in pair.tolist():
+            assert bottom - top == right - left == object_size
+            assert mask[top:bottom, left:right].any()
+            inside[top:bottom, left:right] = True
+        assert not (mask & ~inside).any()
+
+
+@pytest.mark.parametrize(
+    "task, image_size, object_size, min_distance",
+    [
+        ("same_colour", 32, 7, 14.0),
+        ("same_shape", 32, 7, 14.0),
+        ("same_colour", 40, 5, 20.0),
+        ("same_shape", 21, 7, 14),  # just big enough: only the two sides are 14 apart
+    ],
+)
+def test_mirrored_objects_sit_at_mirror_images_far_enough_apart(task, image_size, object_size, min_distance):
+    options = dict(task=task, image_size=image_size, object_size=object_size, min_distance=min_distance)
+    data = outcome_within(30, lambda: make_relational(120, seed=4, mirrored=True, **options))
+    boxes = data.object_boxes  # (120, 2, 4): (top, left, bottom, right)
+    assert torch.equal(boxes[:, 0, 0], boxes[:, 1, 0])  # the same top
+    assert ((boxes[:, 0, 1] + boxes[:, 1, 1]) == image_size - object_size).all()  # left2 + left1
+    centres = (boxes[:, :, :2] + boxes[:, :, 2:]).float() / 2  # (120, 2, (row, col))
+    assert ((centres[:, 0] - centres[:, 1]).norm(dim=-1) >= min_distance).all()
+    assert (boxes[:, 0, 1] < boxes[:, 1, 1]).any() and (boxes[:, 0, 1] > boxes[:, 1, 1]).any()  # either on the left
+    assert data.labels.float().mean() == 0.5 and data.images.shape == (120, 3, image_size, image_size)
+    assert_masks_fill_the_boxes(data.object_masks, boxes, object_size)
+    assert torch.equal(make_relational(120, seed=4, mirrored=True, **options).images, data.images)  # deterministic
+
+
+def test_mirrored_labels_are_what_the_pixels_show():
+    """All four shapes are symmetric left to right: two mirrored objects of one shape make a mask that is its own
+    mirror image, two of different shapes do not. Same colour: one colour on every object pixel."""
+    shapes = make_relational(100, task="same_shape", seed=6, mirrored=True)
+    for mask, label in zip(shapes.object_masks, shapes.labels):
+        assert torch.equal(mask, mask.flip(-1)) == bool(label)
+    colours = make_relational(100, task="same_colour", seed=6, mirrored=True)
+    for image, mask, label in zip(colours.images, colours.object_masks, colours.labels):
+        assert (len(image[:, mask].T.unique(dim=0)) == 1) == bool(label)
+    assert not torch.equal(colours.images, make_relational(100, task="same_colour", seed=6).images)
+
+
+def test_the_farthest_mirrored_placement_is_what_the_sampler_can_reach():
+    for span in range(1, 12):
+        farthest = max(abs((span - 1 - left) - left) for left in range(span))  # left2 = span - 1 - left1
+        for task in ("same_colour", "same_shape"):
+            assert _farthest_apart(task, span, mirrored=True) == farthest
+
+
+@pytest.mark.parametrize(
+    "options, error, match",
+    [
+        (
+            dict(task="orientation"),
+            ValueError,
+            r"mirrored=True puts the two objects side by side, .* so every image of task='orientation' would be",
+        ),
+        (dict(image_size=20), ValueError, r"at mirrored places, side by side \(mirrored=True\) can be at most 13.0"),
+        (dict(object_size=9, min_distance=24), ValueError, r"at most 23.0 pixels apart .* less than min_distance=24"),
+        (dict(image_size=7), ValueError, r"can be at most 0.0 pixels apart .* images of 7 x 7"),
+        (dict(mirrored="yes"), TypeError, r"mirrored must be True or False, got 'yes' \(str\)"),
+        (dict(mirrored=1), TypeError, r"mirrored must be True or False, got 1 \(int\)"),
+    ],
+)
+def test_mirrored_placements_that_cannot_exist_are_refused(options, error, match):
+    options = {"num_images": 4, "mirrored": True, **options}
+    refused(lambda: make_relational(**options), error, match)
+
+
+def test_mirrored_needs_more_room_than_objects_anywhere():
+    assert len(make_relational(4, image_size=20)) == 4  # 18.4 pixels apart at most, corner to corner
+    refused(lambda: make_relational(4, image_size=20, mirrored=True), ValueError, r"at most 13.0 pixels apart")
+
+
+def test_load_relational_and_load_training_set_pass_mirrored_on():
+    for train, test in (
+        load_relational(40, 20, task="same_shape", mirrored=True),
+        load_training_set("relational", task="same_colour", mirrored=True, train_size=40, test_size=20),
+    ):
+        assert (len(train), len(test)) == (40, 20)
+        for part in (train, test):
+            boxes = part.object_boxes
+            assert torch.equal(boxes[:, 0, 0], boxes[:, 1, 0]) and ((boxes[:, 0, 1] + boxes[:, 1, 1]) == 25).all()
+        assert not torch.equal(train.images[:20], test.images)  # different seeds
+    refused(lambda: load_relational(4, 4, task="orientation", mirrored=True), ValueError, r"would be 'side by side'")

@@ -1,4 +1,5 @@
-"""Class token, 2-D sin-cos positions (vs a NumPy re-derivation of the MAE/timm layout), resizing."""
+"""Class token, 2-D sin-cos positions (vs a NumPy re-derivation of the MAE/timm layout), Gaussian-bump
+tables (vs the bumps' own cosine similarities, computed in NumPy), resizing."""
 
 import numpy as np
 import pytest
@@ -6,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from utils.embeddings import (
+    gaussian_pos_embed,
     grid_coordinates,
     grid_distance,
     neighbour_similarity,
@@ -411,3 +413,126 @@ def test_trunc_normal_rejects_a_std_that_is_not_positive(std):
 def test_prepend_cls_token_names_the_tokens_it_needs():
     with pytest.raises(ValueError, match=r"expected tokens shaped \(B, N, D\), got a 2-D tensor"):
         prepend_cls_token(torch.zeros(5, 8), torch.zeros(1, 1, 8))
+
+
+# ---- trunc_normal_ with a generator -------------------------------------------------------
+
+
+def test_trunc_normal_draws_from_its_generator_and_leaves_the_global_one_alone():
+    state = torch.get_rng_state()
+    first = trunc_normal_(torch.empty(1000), generator=torch.Generator().manual_seed(5))
+    again = trunc_normal_(torch.empty(1000), generator=torch.Generator().manual_seed(5))
+    other = trunc_normal_(torch.empty(1000), generator=torch.Generator().manual_seed(6))
+    assert torch.equal(torch.get_rng_state(), state)  # nothing taken from torch's global numbers
+    assert torch.equal(first, again) and not torch.equal(first, other)
+    assert first.abs().max() <= 0.04  # still cut at 2 std
+
+
+@pytest.mark.parametrize("generator", [0, "seed", np.random.default_rng(0)])
+def test_trunc_normal_rejects_what_is_no_torch_generator(generator):
+    with pytest.raises(TypeError, match=r"generator must be a torch.Generator .* or None"):
+        trunc_normal_(torch.empty(3), generator=generator)
+
+
+# ---- gaussian_pos_embed -------------------------------------------------------------------
+
+
+def numpy_bump_similarity(rows: int, cols: int, sigma: float) -> np.ndarray:
+    """The cosine similarity of every two bumps exp(-d^2 / (2 sigma^2)) of a rows x cols grid,
+    written independently: (N, N), N = rows * cols, row-major."""
+    row, col = np.divmod(np.arange(rows * cols), cols)  # row-major: the column varies fastest
+    squared = (row[:, None] - row[None]) ** 2 + (col[:, None] - col[None]) ** 2  # (N, N)
+    bumps = np.exp(-squared / (2 * sigma**2))  # (N, N), row i: the bump centred on patch i
+    unit = bumps / np.linalg.norm(bumps, axis=1, keepdims=True)
+    return unit @ unit.T
+
+
+def seeded(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.mark.parametrize(
+    "grid, D, prefix", [(4, 32, 1), (4, 16, 0), ((3, 5), 64, 1), ((2, 7), 14, 2), (8, 16, 1), ((1, 6), 3, 0)]
+)
+def test_gaussian_pos_embed_shape_dtype_and_std(grid, D, prefix):
+    rows, cols = (grid, grid) if isinstance(grid, int) else grid
+    table = gaussian_pos_embed(grid, D, std=0.02, num_prefix_tokens=prefix, generator=seeded())
+    assert table.shape == (1, prefix + rows * cols, D) and table.dtype == torch.float32
+    torch.testing.assert_close(table[0, prefix:].std(), torch.tensor(0.02))  # the patch entries' numbers
+    assert (table[0, :prefix].abs() <= 0.04).all()  # the class token's: trunc-normal, cut at 2 std
+
+
+@pytest.mark.parametrize("grid, D, sigma", [(4, 16, 1.0), (4, 64, 2.5), ((3, 5), 15, 0.7), ((2, 7), 32, 1.0)])
+def test_gaussian_pos_embed_keeps_the_bumps_cosine_similarity_when_D_is_at_least_N(grid, D, sigma):
+    rows, cols = (grid, grid) if isinstance(grid, int) else grid
+    table = gaussian_pos_embed(grid, D, sigma=sigma, generator=seeded())
+    expected = torch.from_numpy(numpy_bump_similarity(rows, cols, sigma)).float()
+    torch.testing.assert_close(pos_embed_similarity(table), expected, atol=1e-5, rtol=0)
+
+
+def test_gaussian_pos_embed_is_only_close_to_the_bumps_when_D_is_below_N():
+    """64 positions in 32 dimensions: a random projection, no longer an isometry."""
+    table = gaussian_pos_embed(8, 32, generator=seeded())
+    similarity, expected = pos_embed_similarity(table), torch.from_numpy(numpy_bump_similarity(8, 8, 1.0)).float()
+    error = (similarity - expected).abs()
+    assert error.max() > 1e-3  # not exact any more ...
+    assert error.mean() < 0.15  # ... but close on average
+    assert np.corrcoef(similarity.flatten().numpy(), expected.flatten().numpy())[0, 1] > 0.8
+
+
+@pytest.mark.parametrize("grid, D", [(6, 64), ((4, 7), 32), (8, 16)])
+def test_gaussian_pos_embed_similarity_falls_with_grid_distance(grid, D):
+    near, far = neighbour_similarity(pos_embed_similarity(gaussian_pos_embed(grid, D, generator=seeded())), grid)
+    assert near > far + 0.3
+
+
+def test_a_wider_bump_makes_neighbours_more_alike():
+    near = [neighbour_similarity(pos_embed_similarity(gaussian_pos_embed(5, 32, sigma=s)), 5)[0] for s in (0.3, 1, 3)]
+    assert near[0] < 0.01 < near[1] < near[2]  # sigma 0.3: the bumps barely overlap, nearly orthogonal entries
+
+
+def test_gaussian_pos_embed_is_deterministic_given_its_generator_and_only_uses_it():
+    state = torch.get_rng_state()
+    first = gaussian_pos_embed((3, 4), 16, generator=seeded(1))
+    assert torch.equal(torch.get_rng_state(), state)  # the global random numbers untouched
+    assert torch.equal(first, gaussian_pos_embed((3, 4), 16, generator=seeded(1)))
+    other = gaussian_pos_embed((3, 4), 16, generator=seeded(2))
+    assert not torch.equal(first[0, 1:], other[0, 1:]) and not torch.equal(first[0, :1], other[0, :1])
+    torch.manual_seed(7)
+    global_first = gaussian_pos_embed((3, 4), 16)
+    torch.manual_seed(7)
+    assert torch.equal(global_first, gaussian_pos_embed((3, 4), 16))  # None: torch's global numbers
+    assert not torch.equal(global_first, first)
+
+
+def test_gaussian_pos_embed_draws_the_patch_entries_before_the_prefix():
+    without = gaussian_pos_embed(4, 16, num_prefix_tokens=0, generator=seeded())
+    with_cls = gaussian_pos_embed(4, 16, num_prefix_tokens=1, generator=seeded())
+    assert torch.equal(with_cls[:, 1:], without)  # the same patch entries, the class token's drawn after
+    generator = seeded()
+    gaussian_pos_embed(4, 16, num_prefix_tokens=0, generator=generator)  # the projection's draw
+    torch.testing.assert_close(with_cls[0, :1], trunc_normal_(torch.empty(1, 16), std=0.02, generator=generator))
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(grid_size=0), r"grid_size must be a whole number, .* got 0"),
+        (dict(grid_size=(4, 0)), r"grid_size\[1\] must be .* got 0"),
+        (dict(grid_size="4"), r"grid_size must be .* got '4' \(str\)"),
+        (dict(embed_dim=0), r"embed_dim must be a whole number, at least 1, got 0"),
+        (dict(embed_dim=16.0), r"embed_dim must be a whole number, .* got 16.0 \(float\)"),
+        (dict(sigma=0), r"sigma must be a finite number \(the bumps' width in patches\), greater than 0, got 0"),
+        (dict(sigma=float("nan")), r"sigma must be .* got nan"),
+        (dict(sigma=-1.0), r"sigma must be .* got -1.0"),
+        (dict(std=0.0), r"std must be a finite number, greater than 0, got 0.0"),
+        (dict(std="0.02"), r"std must be .* got '0.02' \(str\)"),
+        (dict(num_prefix_tokens=-1), r"num_prefix_tokens must be a whole number, at least 0, got -1"),
+        (dict(num_prefix_tokens=True), r"num_prefix_tokens must be .* got True \(bool\)"),
+        (dict(generator=0), r"generator must be a torch.Generator .* got 0 \(int\)"),
+        (dict(grid_size=1, embed_dim=1), r"a 1 x 1 grid with embed_dim=1 has a single number"),
+    ],
+)
+def test_gaussian_pos_embed_rejects_bad_arguments(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        gaussian_pos_embed(**{"grid_size": 4, "embed_dim": 16, **kwargs})

@@ -1,13 +1,18 @@
 """The inspection maths, against hand computations on small, known inputs."""
 
+import copy
 import math
 
 import numpy as np
 import pytest
+import scipy.stats
 import torch
+import torch.nn.functional as F
 
 from utils import VisionTransformer, ViTConfig
 from utils.inspection import (
+    attention_asymmetry,
+    attention_entropy,
     attention_rollout,
     attention_share,
     cls_attention_map,
@@ -15,6 +20,8 @@ from utils.inspection import (
     mean_attention_distance,
     patch_coverage,
     patch_embedding_components,
+    prune_heads,
+    readout_gradient_norm,
     top_patches,
 )
 
@@ -294,3 +301,358 @@ def test_mean_attention_distance_rejects_a_grid_of_another_size_and_undefined_di
 def test_patch_embedding_components_rejects_bad_inputs(weight, count, words):
     with pytest.raises(ValueError, match=words):
         patch_embedding_components(weight, count)
+
+
+# ---- lesson 9: asymmetry and entropy of attention --------------------------------------------
+
+
+def test_attention_asymmetry_is_zero_for_symmetric_and_uniform_weights():
+    generator = torch.Generator().manual_seed(0)
+    half = torch.rand(2, 3, 4, 6, 6, generator=generator)
+    symmetric = half + half.mT  # not a softmax, but symmetric and positive
+    torch.testing.assert_close(attention_asymmetry(symmetric), torch.zeros(2, 4), atol=1e-7, rtol=0)
+    uniform = torch.full((1, 2, 3, 5, 5), 0.2)
+    assert attention_asymmetry(uniform).abs().max() == 0
+    assert attention_asymmetry(uniform).shape == (1, 3)
+
+
+def test_attention_asymmetry_is_one_for_one_directional_weights():
+    T = 5
+    upper = torch.triu(torch.rand(T, T) + 0.1, diagonal=1)  # i looks only at later tokens, never at itself
+    attn = upper.expand(2, 3, 1, T, T)
+    torch.testing.assert_close(attention_asymmetry(attn), torch.ones(2, 1))
+    attn_with_diagonal = (upper + torch.eye(T)).expand(1, 1, 1, T, T)  # attending to itself is both ways
+    assert attention_asymmetry(attn_with_diagonal).item() < 1
+
+
+def test_attention_asymmetry_against_a_numpy_formula_and_under_transposition():
+    attn = random_attention(depth=3, B=4, heads=2, T=7)
+    expected = np.zeros((3, 2))
+    for layer, image, head in np.ndindex(3, 4, 2):
+        a = attn[layer, image, head].double().numpy()
+        expected[layer, head] += np.linalg.norm(a - a.T) / np.linalg.norm(a + a.T) / 4
+    np.testing.assert_allclose(attention_asymmetry(attn).numpy(), expected, rtol=1e-5)
+    torch.testing.assert_close(attention_asymmetry(attn.mT), attention_asymmetry(attn))  # A and A^T alike
+    values = attention_asymmetry(attn)
+    assert (values > 0).all() and (values < 1).all()  # softmax weights are positive: strictly inside
+
+
+def test_attention_entropy_against_scipy():
+    attn = random_attention(depth=2, B=3, heads=4, T=6)
+    rows = attn.double().numpy()  # (depth, B, heads, T, T)
+    expected = scipy.stats.entropy(rows, axis=-1).mean(axis=(1, 3))  # nats, over the keys
+    np.testing.assert_allclose(attention_entropy(attn).numpy(), expected, rtol=1e-5)
+    assert attention_entropy(attn).shape == (2, 4)
+
+
+def test_attention_entropy_of_uniform_and_one_hot_rows():
+    T = 9
+    uniform = torch.full((1, 2, 3, T, T), 1.0 / T)
+    torch.testing.assert_close(attention_entropy(uniform), torch.full((1, 3), math.log(T)))
+    one_hot = torch.eye(T).roll(1, dims=1).expand(2, 1, 2, T, T)  # each query on one key: 0 log 0 counts 0
+    assert torch.equal(attention_entropy(one_hot), torch.zeros(2, 2))
+
+
+def test_asymmetry_and_entropy_on_a_model_stay_in_their_range():
+    model = VisionTransformer(ViTConfig.tiny(depth=2)).eval()
+    with torch.no_grad():
+        _, attn = model(torch.rand(2, 3, 32, 32), return_attention=True)
+    entropy = attention_entropy(attn)
+    assert entropy.shape == (2, 4) and (entropy >= 0).all() and (entropy <= math.log(65) + 1e-5).all()
+    asymmetry = attention_asymmetry(attn)
+    assert asymmetry.shape == (2, 4) and (asymmetry >= 0).all() and (asymmetry <= 1).all()
+
+
+@pytest.mark.parametrize("measure", [attention_asymmetry, attention_entropy])
+@pytest.mark.parametrize(
+    "attn, words",
+    [
+        (random_attention()[0], r"\(depth, B, heads, T, T\)"),
+        (random_attention()[..., :4], r"\(depth, B, heads, T, T\), got \(3, 2, 4, 5, 4\)"),
+        (torch.randn(2, 1, 2, 5, 5), r"pass the weights, not the scores"),
+        (random_attention().long(), r"floating-point attention weights"),
+    ],
+)
+def test_asymmetry_and_entropy_reject_what_is_no_attention(measure, attn, words):
+    with pytest.raises(ValueError, match=words):
+        measure(attn)
+
+
+def test_asymmetry_refuses_a_matrix_without_attention_and_entropy_rows_that_do_not_sum_to_one():
+    attn = random_attention(depth=2, B=2, heads=2)
+    attn[1, 0, 1] = 0
+    with pytest.raises(ValueError, match=r"layer 1, image 0, head 1 are all zero"):
+        attention_asymmetry(attn)
+    with pytest.raises(ValueError, match=r"rows sum to 1 .* got row sums from 2"):
+        attention_entropy(random_attention() * 2)
+
+
+# ---- lesson 9: pruning heads -----------------------------------------------------------------
+
+TINY = dict(image_size=8, patch_size=4, in_channels=1, num_classes=10, embed_dim=16, depth=2, num_heads=2)
+
+
+def tiny_model(seed=0, **overrides) -> VisionTransformer:
+    """A small ViT with random values in every parameter (the biases and norms too), in eval mode."""
+    torch.manual_seed(seed)
+    model = VisionTransformer(ViTConfig.tiny(**{**TINY, **overrides})).eval()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            scale = 0.5 if "norm" in name else 0.3
+            p.copy_(
+                (1.0 if "norm" in name and name.endswith("weight") else 0.0)
+                + scale * torch.randn(p.shape, generator=generator)
+            )
+    return model
+
+
+def tiny_images(B=3, seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.rand(B, 1, 8, 8, generator=generator), torch.randint(0, 10, (B,), generator=generator)
+
+
+def hooks_on(model):
+    return sum(len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model.modules())
+
+
+def without_columns(model, heads):
+    """A copy of `model` whose proj weights ignore the given heads' channels: the hand computation."""
+    copy_ = copy.deepcopy(model)
+    head_dim = model.config.embed_dim // model.config.num_heads
+    with torch.no_grad():
+        for block, head in heads:
+            copy_.blocks[block].attn.proj.weight[:, head * head_dim : (head + 1) * head_dim] = 0
+    return copy_
+
+
+def test_pruning_nothing_changes_nothing():
+    model = tiny_model()
+    images, _ = tiny_images()
+    with torch.no_grad():
+        before = model(images)
+        with prune_heads(model, []) as pruned:
+            assert pruned is model and hooks_on(model) == 0
+            assert torch.equal(model(images), before)
+
+
+@pytest.mark.parametrize("heads", [[(1, 0)], [(0, 1)], [(0, 0), (1, 1)], [(1, 1), (1, 0)]])
+def test_pruning_a_head_equals_zeroing_its_columns_of_proj(heads):
+    model = tiny_model()
+    images, _ = tiny_images()
+    with torch.no_grad():
+        expected = without_columns(model, heads)(images)
+        before = model(images)
+        with prune_heads(model, heads):
+            got = model(images)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    assert not torch.allclose(got, before, atol=1e-4)  # the head did matter
+
+
+def test_pruning_every_head_leaves_only_projs_bias():
+    model = tiny_model()
+    images, _ = tiny_images()
+    every = [(b, h) for b in range(2) for h in range(2)]
+    with torch.no_grad(), prune_heads(model, every):
+        got = model(images)
+    with torch.no_grad():  # the forward pass by hand, each attention branch adding proj.bias alone
+        x = model.patch_embed(images)  # (B, N, D)
+        x = torch.cat([model.cls_token.expand(len(x), -1, -1), x], dim=1) + model.pos_embed  # (B, T, D)
+        for block in model.blocks:
+            x = x + block.attn.proj.bias  # (B, T, D)
+            x = x + block.mlp(block.norm2(x))
+        expected = model.head(model.norm(x)[:, 0])
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("implementation", ["explicit", "fused"])
+@pytest.mark.parametrize("no_grad", [True, False])
+def test_pruning_works_on_both_attention_paths_and_with_return_attention(implementation, no_grad):
+    model = tiny_model()
+    for block in model.blocks:
+        block.attn.implementation = implementation
+    images, _ = tiny_images()
+    with torch.no_grad():
+        expected = without_columns(model, [(0, 1)])(images)
+        _, attn_before = model(images, return_attention=True)
+    with torch.set_grad_enabled(not no_grad), prune_heads(model, [(0, 1)]):
+        got = model(images)
+        got_with_weights, attn = model(images, return_attention=True)
+    torch.testing.assert_close(got.detach(), expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(got_with_weights.detach(), expected, atol=1e-6, rtol=0)
+    assert torch.equal(attn[0], attn_before[0])  # block 0 still looks where it looked
+    assert not torch.allclose(attn[1], attn_before[1])  # block 1 reads what block 0 now passes on
+
+
+def test_a_pruned_head_gets_no_gradient_in_its_queries_keys_and_values():
+    model = tiny_model()
+    images, labels = tiny_images()
+    with prune_heads(model, [(1, 0)]):
+        F.cross_entropy(model(images), labels).backward()
+    grad = model.blocks[1].attn.qkv.weight.grad.reshape(3, 2, 8, 16)  # (q/k/v, heads, head_dim, D)
+    assert grad[:, 0].abs().max() == 0 and grad[:, 1].abs().max() > 0
+
+
+def test_the_hooks_go_when_the_block_ends_also_after_an_error():
+    model = tiny_model()
+    images, _ = tiny_images()
+    with torch.no_grad():
+        before = model(images)
+        with prune_heads(model, [(0, 0), (1, 1)]):
+            assert hooks_on(model) == 2
+        assert hooks_on(model) == 0 and torch.equal(model(images), before)
+        with pytest.raises(RuntimeError, match="inside"), prune_heads(model, [(1, 0)]):
+            raise RuntimeError("inside")
+        assert hooks_on(model) == 0 and torch.equal(model(images), before)
+
+
+@pytest.mark.parametrize(
+    "model, heads, error, words",
+    [
+        (
+            tiny_model(),
+            [(2, 0)],
+            ValueError,
+            r"heads\[0\]'s block must be a whole number \(depth 2\), from 0 to 1, got 2",
+        ),
+        (tiny_model(), [(0, 0), (1, 2)], ValueError, r"heads\[1\]'s head .*\(num_heads 2\), from 0 to 1, got 2"),
+        (tiny_model(), [(-1, 0)], ValueError, r"block .* from 0 to 1, got -1"),
+        (tiny_model(), [(0, 1.0)], TypeError, r"heads\[0\]'s head must be a whole number"),
+        (tiny_model(), (1, 0), TypeError, r"got heads\[0\] = 1 \(int\): for one head pass a list of one pair"),
+        (tiny_model(), [(0, 1, 2)], TypeError, r"\(block, head\) pairs, .*got heads\[0\] = \(0, 1, 2\)"),
+        (tiny_model(), 3, TypeError, r"heads must be \(block, head\) pairs, e.g. \[\(0, 1\), \(3, 2\)\], got 3"),
+        (torch.nn.Linear(2, 2), [(0, 0)], TypeError, r"prune_heads needs a VisionTransformer, got Linear"),
+    ],
+)
+def test_prune_heads_refuses_heads_the_model_does_not_have(model, heads, error, words):
+    with pytest.raises(error, match=words), prune_heads(model, heads):
+        pass
+    assert hooks_on(model) == 0
+
+
+# ---- lesson 9: the gradient at the readout ---------------------------------------------------
+
+
+def analytic_readout_gradient_norm(model, images, labels) -> float:
+    """(softmax(logits) - onehot) @ head.weight, per image: cross-entropy's gradient at the head's input."""
+    with torch.no_grad():
+        logits = model(images).double()
+    error = logits.softmax(dim=-1) - F.one_hot(labels, logits.shape[-1]).double()  # (B, classes)
+    return (error @ model.head.weight.double()).norm(dim=1).mean().item()  # (B, D) -> rows' norms -> mean
+
+
+@pytest.mark.parametrize("overrides", [dict(), dict(pool="mean"), dict(pool="mean", fc_norm=True)])
+def test_readout_gradient_norm_is_the_analytic_gradient(overrides):
+    model = tiny_model(**overrides)
+    images, labels = tiny_images(B=5)
+    got = readout_gradient_norm(model, images, labels)
+    assert isinstance(got, float) and got > 0
+    assert got == pytest.approx(analytic_readout_gradient_norm(model, images, labels), rel=1e-5)
+
+
+def test_readout_gradient_norm_reads_what_the_head_reads():
+    """The class token's output (cls), or the mean of the patch tokens after fc_norm: checked through
+    autograd on the model's own pieces, not through the head's weights."""
+    model = tiny_model(pool="mean", fc_norm=True)
+    images, labels = tiny_images(B=4)
+    with torch.no_grad():
+        tokens = model.forward_features(images)  # (B, N, D), no norm with fc_norm
+    pooled = model.fc_norm(tokens.mean(dim=1)).detach().requires_grad_()  # (B, D)
+    loss = F.cross_entropy(model.head(pooled), labels, reduction="sum")
+    (gradient,) = torch.autograd.grad(loss, pooled)
+    assert readout_gradient_norm(model, images, labels) == pytest.approx(gradient.norm(dim=1).mean().item(), rel=1e-5)
+
+
+def test_readout_gradient_norm_of_a_batch_is_the_mean_of_its_images():
+    model = tiny_model()
+    images, labels = tiny_images(B=6)
+    one_by_one = [readout_gradient_norm(model, images[i : i + 1], labels[i : i + 1]) for i in range(6)]
+    assert readout_gradient_norm(model, images, labels) == pytest.approx(np.mean(one_by_one), rel=1e-5)
+
+
+def test_readout_gradient_norm_leaves_the_model_as_it_came():
+    model = tiny_model(dropout=0.1).train()
+    images, labels = tiny_images(B=4)
+    expected = analytic_readout_gradient_norm(model.eval(), images, labels)
+    model.train()
+    model.blocks[0].eval()  # a mixed mode must come back as it was
+    state = copy.deepcopy(model.state_dict())
+    model.head.weight.grad = torch.ones_like(model.head.weight)  # a training loop's gradient
+    values = [readout_gradient_norm(model, images, labels) for _ in range(3)]
+    assert values == pytest.approx([expected] * 3, rel=1e-5)  # eval mode: no dropout, the same every call
+    assert model.training and not model.blocks[0].training and model.blocks[1].training
+    assert torch.equal(model.head.weight.grad, torch.ones_like(model.head.weight))
+    assert all(p.grad is None for name, p in model.named_parameters() if name != "head.weight")
+    assert all(torch.equal(value, state[name]) for name, value in model.state_dict().items())
+    assert hooks_on(model) == 0
+
+
+def test_readout_gradient_norm_under_no_grad_and_on_a_frozen_model():
+    model = tiny_model().requires_grad_(False)
+    images, labels = tiny_images()
+    expected = analytic_readout_gradient_norm(model, images, labels)
+    with torch.no_grad():
+        assert readout_gradient_norm(model, images, labels) == pytest.approx(expected, rel=1e-5)
+    assert not any(p.requires_grad for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    "model, images, labels, error, words",
+    [
+        (
+            tiny_model(),
+            torch.rand(3, 1, 8, 8),
+            torch.tensor([0, 1, 10]),
+            ValueError,
+            r"from 0 to 9 \(the model gives 10 outputs\), got values from 0 to 10",
+        ),
+        (
+            tiny_model(),
+            torch.rand(3, 1, 8, 8),
+            torch.tensor([0.0, 1.0, 2.0]),
+            ValueError,
+            r"int64 class indices, got torch.float32",
+        ),
+        (
+            tiny_model(),
+            torch.rand(3, 1, 8, 8),
+            torch.tensor([0, 1]),
+            ValueError,
+            r"one label per image, got 3 images and 2 labels",
+        ),
+        (
+            tiny_model(),
+            torch.rand(3, 1, 8, 8).double(),
+            torch.tensor([0, 1, 2]),
+            ValueError,
+            r"torch.float64 but the model's weights are torch.float32",
+        ),
+        (
+            tiny_model(),
+            torch.rand(1, 8, 8),
+            torch.tensor([0]),
+            ValueError,
+            r"a batch \(N, C, H, W\), got shape \(1, 8, 8\)",
+        ),
+        (
+            tiny_model(num_classes=0),
+            torch.rand(3, 1, 8, 8),
+            torch.tensor([0, 1, 2]),
+            ValueError,
+            r"an Identity head: num_classes=0",
+        ),
+        (
+            torch.nn.Linear(2, 2),
+            torch.rand(3, 1, 8, 8),
+            torch.tensor([0, 1, 2]),
+            ValueError,
+            r"classifier is `head` \(Linear has none\)",
+        ),
+        ("model", torch.rand(3, 1, 8, 8), torch.tensor([0, 1, 2]), TypeError, r"needs a model .* got 'model' \(str\)"),
+    ],
+)
+def test_readout_gradient_norm_refuses_what_does_not_fit(model, images, labels, error, words):
+    with pytest.raises(error, match=words):
+        readout_gradient_norm(model, images, labels)
+    if isinstance(model, VisionTransformer):
+        assert hooks_on(model) == 0 and not model.training

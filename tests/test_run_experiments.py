@@ -50,3 +50,29 @@ def test_make_experiments_runs_this_script():
     makefile = (ROOT / "Makefile").read_text()
     recipe = re.search(r"^experiments:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
     assert recipe and "tools/run_experiments.py" in recipe[1]
+
+
+def test_the_claims_suite_runs_lesson_9s_trials_into_its_own_file(tmp_path, capsys):
+    from tools.run_experiments import SUITES
+    from utils.claims import RESULTS_FILE, TRIALS
+    from utils.claims import shipped_runs as shipped_trial_runs
+
+    suite = SUITES["claims"]
+    assert suite.results_file == RESULTS_FILE and suite.recipes is TRIALS
+    name = "digits, class token zeros"  # one of the cheapest trials: digits, 600 steps
+    (run,) = run_all([name], [0], workers=1, log=lambda line: None, suite="claims")[name]
+    stored = shipped_trial_runs(name)[0]
+    assert run["val_accuracy"] == pytest.approx(stored["val_accuracy"], abs=2 / 269)
+    path = tmp_path / "lesson9.json"
+    written = write(path, {name: [run]}, suite="claims")
+    assert written["experiments"][name]["recipe"] == TRIALS[name].as_dict()
+    assert written["produced_by"].startswith("make claims")
+    with pytest.raises(SystemExit):
+        main(["digits, 600 steps", "--suite", "claims"])  # a lesson-6 name is no lesson-9 trial
+    assert "no experiment 'digits, 600 steps'" in capsys.readouterr().err
+
+
+def test_make_claims_runs_the_claims_suite():
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^claims:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert recipe and "tools/run_experiments.py --suite claims" in recipe[1]

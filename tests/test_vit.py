@@ -1,6 +1,7 @@
 """The whole ViT: config, timm parameter names, checkpoints, and an independent reference
 forward pass built from torch's own Conv2d / TransformerEncoderLayer / LayerNorm / Linear."""
 
+import dataclasses
 import re
 
 import pytest
@@ -98,6 +99,8 @@ def timm_shapes(config: ViTConfig) -> dict[str, tuple[int, ...]]:
         }
     norm = "fc_norm" if config.fc_norm else "norm"  # timm's global_pool="avg": norm is an identity, no tensors
     shapes |= {f"{norm}.weight": (D,), f"{norm}.bias": (D,), "head.weight": (K, D), "head.bias": (K,)}
+    if config.norm_pre:  # timm's pre_norm=True
+        shapes |= {"norm_pre.weight": (D,), "norm_pre.bias": (D,)}
     return shapes
 
 
@@ -108,6 +111,8 @@ def timm_shapes(config: ViTConfig) -> dict[str, tuple[int, ...]]:
         tiny(depth=3, embed_dim=48, num_heads=3, mlp_ratio=3.0),
         tiny(pool="mean"),
         tiny(pool="mean", fc_norm=True),
+        tiny(norm_pre=True),
+        tiny(pool="mean", fc_norm=True, norm_pre=True),
     ],
 )
 def test_state_dict_has_exactly_the_timm_names_and_shapes(config):
@@ -116,7 +121,7 @@ def test_state_dict_has_exactly_the_timm_names_and_shapes(config):
     assert own == timm_shapes(config)
 
 
-@pytest.mark.parametrize("config", [tiny(), tiny(pool="mean", fc_norm=True)])
+@pytest.mark.parametrize("config", [tiny(), tiny(pool="mean", fc_norm=True), tiny(norm_pre=True)])
 def test_a_timm_layout_checkpoint_loads_strictly_and_round_trips(config):
     torch.manual_seed(0)
     checkpoint = {name: torch.randn(shape) for name, shape in timm_shapes(config).items()}
@@ -213,6 +218,104 @@ def test_fc_norm_normalises_the_average_not_the_tokens_and_is_another_function()
     assert difference > 0.1, difference  # LayerNorm then mean != mean then LayerNorm
 
 
+def hand_tokens_before_block_0(model: VisionTransformer, images: torch.Tensor) -> torch.Tensor:
+    """patch_embed + class token + positions, then F.layer_norm with norm_pre's tensors when the
+    config has norm_pre: what should enter block 0, written out without the model's forward."""
+    x = model.patch_embed(images)  # (B, N, D)
+    if model.cls_token is not None:
+        x = torch.cat([model.cls_token.expand(len(x), -1, -1), x], dim=1)  # (B, T, D)
+    x = x + model.pos_embed
+    if not model.config.norm_pre:
+        return x
+    D, eps = model.config.embed_dim, model.config.norm_eps
+    return nn.functional.layer_norm(x, (D,), model.norm_pre.weight, model.norm_pre.bias, eps)
+
+
+def tokens_entering_block_0(model: VisionTransformer, images: torch.Tensor, **kwargs) -> torch.Tensor:
+    """What block 0 receives in model(images, **kwargs), caught with a forward pre-hook."""
+    seen = []
+    handle = model.blocks[0].register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
+    try:
+        model(images, **kwargs)
+    finally:
+        handle.remove()
+    return seen[0]
+
+
+def test_norm_pre_is_off_by_default_and_changes_nothing_then():
+    torch.manual_seed(0)
+    model = randomize_(VisionTransformer(tiny()), std=0.2).eval()
+    assert tiny().norm_pre is False and isinstance(model.norm_pre, nn.Identity)
+    assert not any(name.startswith("norm_pre") for name in model.state_dict())
+    images = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(tokens_entering_block_0(model, images), hand_tokens_before_block_0(model, images))
+        x = hand_tokens_before_block_0(model, images)
+        for block in model.blocks:
+            x = block(x)
+        torch.testing.assert_close(model(images), model.head(model.norm(x)[:, 0]), **TOL)
+
+
+@pytest.mark.parametrize("config", [tiny(norm_pre=True), tiny(norm_pre=True, pool="mean", pos_embed="sincos")])
+def test_norm_pre_normalises_every_token_before_the_first_block(config):
+    torch.manual_seed(0)
+    model = VisionTransformer(config).eval()  # norm_pre at PyTorch's init: weight 1, bias 0
+    assert isinstance(model.norm_pre, nn.LayerNorm) and model.norm_pre.eps == config.norm_eps
+    state = model.state_dict()
+    assert state["norm_pre.weight"].shape == state["norm_pre.bias"].shape == (config.embed_dim,)
+    images = torch.rand(3, 3, 32, 32)
+    with torch.no_grad():
+        tokens = tokens_entering_block_0(model, images)  # (3, T, D)
+    assert tokens.shape == (3, config.num_tokens, config.embed_dim)
+    torch.testing.assert_close(tokens.mean(-1), torch.zeros(3, config.num_tokens), atol=1e-5, rtol=0)
+    torch.testing.assert_close(tokens.std(-1, correction=0), torch.ones(3, config.num_tokens), atol=1e-2, rtol=0)
+    without = VisionTransformer(dataclasses.replace(config, norm_pre=False)).eval()
+    without.load_state_dict({k: v for k, v in state.items() if not k.startswith("norm_pre")})
+    with torch.no_grad():
+        before = tokens_entering_block_0(without, images)  # (3, T, D), the same tokens not normalised
+    assert (before.std(-1) - 1).abs().max() > 0.5  # without it the tokens are far from unit scale
+    variance = before.var(-1, correction=0)  # (3, T); the class token's, from std-0.02 draws, is small ...
+    expected = (variance / (variance + config.norm_eps)).sqrt()  # ... so eps lowers its std a little below 1
+    torch.testing.assert_close(tokens.std(-1, correction=0), expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("return_attention", [False, True])
+def test_norm_pre_is_a_layer_norm_of_patches_class_token_and_positions_in_both_paths(return_attention):
+    torch.manual_seed(0)
+    model = randomize_(VisionTransformer(tiny(norm_pre=True)), std=0.2).eval()  # a weight and bias far from 1, 0
+    images = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        tokens = tokens_entering_block_0(model, images, return_attention=return_attention)
+        torch.testing.assert_close(tokens, hand_tokens_before_block_0(model, images), **TOL)
+        logits, attention = model(images, return_attention=True)
+        torch.testing.assert_close(logits, model(images), **TOL)  # the same function in both paths
+        assert attention.shape == (2, 2, 4, 65, 65)
+        model.norm_pre.weight.mul_(torch.rand(64) + 0.5)  # norm_pre's tensors reach the logits in both paths
+        assert (model(images) - logits).abs().max() > 1e-3
+        assert (model(images, return_attention=True)[0] - logits).abs().max() > 1e-3
+
+
+def test_a_checkpoint_without_norm_pre_misses_exactly_its_two_tensors():
+    state = VisionTransformer(tiny()).state_dict()
+    result = VisionTransformer(tiny(norm_pre=True)).load_state_dict(state, strict=False)
+    assert sorted(result.missing_keys) == ["norm_pre.bias", "norm_pre.weight"] and not result.unexpected_keys
+
+
+def test_late_flags_are_shown_in_the_repr_only_when_set():
+    for config in (ViTConfig.tiny(norm_pre=True), ViTConfig.tiny(pool="mean", fc_norm=True, norm_pre=True)):
+        assert eval(repr(config)) == config
+    for config in (ViTConfig.tiny(), ViTConfig.tiny(pool="mean", fc_norm=True), ViTConfig.vit_b16()):
+        assert "norm_pre" not in repr(config)  # printed as before the field came
+    assert repr(ViTConfig.tiny(norm_pre=True)).endswith("norm_eps=1e-06, norm_pre=True)")
+    assert repr(ViTConfig.tiny(pool="mean", fc_norm=True, norm_pre=True)).endswith(
+        "norm_eps=1e-06, fc_norm=True, norm_pre=True)"
+    )
+    np = pytest.importorskip("numpy")
+    config = ViTConfig.tiny(norm_pre=np.True_, qkv_bias=np.False_)
+    assert config.norm_pre is True and config.qkv_bias is False  # plain bools, printed as such
+    assert eval(repr(config)) == config
+
+
 def test_fc_norm_is_shown_in_the_repr_only_when_set():
     assert "fc_norm" not in repr(ViTConfig.tiny()) and repr(ViTConfig.tiny()).endswith("norm_eps=1e-06)")
     for config in (ViTConfig.tiny(), ViTConfig.tiny(pool="mean", fc_norm=True), ViTConfig.vit_b16()):
@@ -283,6 +386,10 @@ def reference_logits(model: VisionTransformer, images: torch.Tensor) -> torch.Te
         x = torch.cat([model.cls_token.expand(len(x), 1, D), x], dim=1)
     if config.pos_embed != "none":
         x = x + model.pos_embed
+    if config.norm_pre:  # timm's pre_norm: one LayerNorm before the first block
+        norm_pre = nn.LayerNorm(D, eps=config.norm_eps)
+        norm_pre.load_state_dict(model.norm_pre.state_dict())
+        x = norm_pre(x)
     for block in model.blocks:
         x = torch_layer_from(block)(x)  # torch's own encoder layer
     norm = nn.LayerNorm(D, eps=config.norm_eps)
@@ -323,6 +430,8 @@ REFERENCE_CONFIGS = {
         pos_embed="sincos",
     ),
     "mean-fc-norm": ViTConfig.tiny(depth=2, pool="mean", fc_norm=True, norm_eps=1e-5),
+    "norm-pre": ViTConfig.tiny(depth=2, norm_pre=True, norm_eps=1e-5),
+    "mean-sincos-norm-pre": ViTConfig.tiny(depth=1, pool="mean", pos_embed="sincos", norm_pre=True),
 }
 
 
@@ -476,6 +585,9 @@ def test_the_implementations_give_the_same_logits_and_gradients():
         (dict(pool=None), r"pool must be one of \('cls', 'mean'\), got None"),
         (dict(pos_embed=["learned"]), r"pos_embed must be one of .* got \['learned'\]"),
         (dict(pool="mean", fc_norm="yes"), r"fc_norm must be True or False, got 'yes'"),
+        (dict(norm_pre="yes"), r"norm_pre must be True or False, got 'yes' \(str\)"),
+        (dict(norm_pre=1), r"norm_pre must be True or False, got 1 \(int\)"),
+        (dict(norm_pre=None), r"norm_pre must be True or False, got None"),
     ],
 )
 def test_config_names_every_bad_field(overrides, message):

@@ -13,7 +13,7 @@ utils/results/lesson6.json, so the lesson can print its live run beside five see
 import difflib
 import json
 import platform
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -52,6 +52,16 @@ DATA = {
         dict(name="relational", task="orientation"),
         dict(image_size=32, in_channels=3, num_classes=2, patch_size=8),
     ),
+    # lesson 9: a quarter of the training images (1,000 + 250 for validation; the same test set)
+    "orientation_1000": (
+        dict(name="relational", task="orientation", train_size=1250),
+        dict(image_size=32, in_channels=3, num_classes=2, patch_size=8),
+    ),
+    # lesson 9: "same colour?" with the two objects always at mirrored places (left and right)
+    "mirrored_colour": (
+        dict(name="relational", task="same_colour", mirrored=True),
+        dict(image_size=32, in_channels=3, num_classes=2, patch_size=8),
+    ),
 }
 MODELS = ("vit", "small_cnn", "deep_cnn")
 DIGITS_FIT = dict(lr=3e-3, max_shift=1, label_smoothing=0.1)  # the digits recipe, chosen on validation
@@ -62,7 +72,7 @@ PAIRS_FIT = dict(lr=1e-3)  # the two-object recipe
 class Experiment:
     """One training recipe: which data, which model, fit's options (a budget in steps).
 
-    data: a key of DATA ("digits", "same_colour", "orientation").
+    data: a key of DATA ("digits", "same_colour", "orientation", ...).
     model: "vit" (the tiny ViT, ViTConfig.tiny with the data's shape and `vit`'s overrides),
         "small_cnn" (the SmallCNN with as many parameters as the data's tiny ViT) or "deep_cnn" (DeepCNN).
     fit: keyword arguments of utils.training.fit, including steps.
@@ -178,12 +188,18 @@ def _check_name(name) -> Experiment:
     return EXPERIMENTS[name]
 
 
+def _classes(data: str) -> list[str]:
+    """The class names of a DATA key's training set."""
+    options = DATA[data][0]
+    return RELATIONAL_TASKS[options["task"]] if options["name"] == "relational" else [str(d) for d in range(10)]
+
+
 def experiment_data(data: str) -> Split:
     """The three parts of one training set: the course's train / test split, and a stratified
     VALIDATION_FRACTION of train set aside (split_validation, seed SPLIT_SEED).
 
     Args:
-        data: "digits", "same_colour" or "orientation".
+        data: a key of DATA ("digits", "same_colour", "orientation", ...).
     """
     if not isinstance(data, str) or data not in DATA:
         raise ValueError(f"data must be one of {sorted(DATA)}, got {describe(data)}")
@@ -211,7 +227,7 @@ def run_experiment(name: str, seeds: Iterable[int] = (0,), data: Split | None = 
         raise WrongTypeError(
             f"data must be the Split that experiment_data({experiment.data!r}) returns, got {describe(data)}"
         )
-    expected = RELATIONAL_TASKS.get(experiment.data, [str(digit) for digit in range(10)])
+    expected = _classes(experiment.data)
     if data.train.classes != expected:
         raise ValueError(
             f"{name!r} trains on {experiment.data!r}, but data holds the classes {data.train.classes}: "
@@ -240,14 +256,19 @@ def shipped_runs(name: str, path: str | Path = RESULTS_FILE) -> list[dict]:
     Raises a ValueError when the file's recipe is not today's EXPERIMENTS[name]: the results would
     belong to another experiment (run `make experiments` again).
     """
-    experiment = _check_name(name)
+    return runs_of_recipe(path, name, _check_name(name).as_dict(), "make experiments")
+
+
+def runs_of_recipe(path: str | Path, name: str, recipe: dict, command: str) -> list[dict]:
+    """The runs stored under `name` in the results file at `path`, if they were made by `recipe`;
+    a ValueError that says to run `command` again otherwise (lessons 6 and 9 share it)."""
     results = shipped_results(path)["experiments"]
     if name not in results:
-        raise ValueError(f"the shipped results hold no experiment {name!r}: run `make experiments` again")
-    if results[name]["recipe"] != json.loads(json.dumps(experiment.as_dict())):
+        raise ValueError(f"the shipped results hold no experiment {name!r}: run `{command}` again")
+    if results[name]["recipe"] != json.loads(json.dumps(recipe)):
         raise ValueError(
             f"the shipped results of {name!r} were made with another recipe ({results[name]['recipe']}) than "
-            f"today's ({experiment.as_dict()}): run `make experiments` again"
+            f"today's ({recipe}): run `{command}` again"
         )
     return results[name]["runs"]
 
@@ -274,7 +295,12 @@ def versus(name_a: str, name_b: str, key: str = "val_accuracy", names: tuple[str
     return compare(shipped_values(name_a, key), shipped_values(name_b, key), percent=True, names=names)
 
 
-def results_table(labels: Mapping[str, str], live: Mapping[str, dict], key: str = "val_accuracy") -> str:
+def results_table(
+    labels: Mapping[str, str],
+    live: Mapping[str, dict],
+    key: str = "val_accuracy",
+    runs: Callable[[str], list[dict]] = shipped_runs,
+) -> str:
     """A text table with one row per experiment: the run made here (seed 0; "not run" when `live`
     lacks it), the shipped seeds' spread of `key`, and what the run cost: steps, epochs, parameters,
     multiply-adds per image (the same for every seed and machine; from the shipped seed 0).
@@ -283,6 +309,7 @@ def results_table(labels: Mapping[str, str], live: Mapping[str, dict], key: str 
         labels: {experiment name: how the row is called}, in the order of the rows.
         live: {experiment name: the run made here} (run_experiment(name)[0] or run_record(...)).
         key: "val_accuracy" (choices, ablations) or "test_accuracy" (final models).
+        runs: name -> the shipped runs (lesson 9 passes utils.claims.shipped_runs).
     """
     what = {"val_accuracy": "validation", "test_accuracy": "test"}.get(key, key)
     width = max(len(label) for label in labels.values())
@@ -291,8 +318,9 @@ def results_table(labels: Mapping[str, str], live: Mapping[str, dict], key: str 
         f"{'steps':>5}  {'epochs':>6}  {'parameters':>10}  {'mult-adds/image':>15}"
     ]
     for name, label in labels.items():
-        values = shipped_values(name, key)
-        shipped, first = spread(values, percent=True), shipped_runs(name)[0]
+        found = runs(name)
+        values, first = [run[key] for run in found], found[0]
+        shipped = spread(values, percent=True)
         summary = f"{shipped.mean:.1%} ± {100 * shipped.std:.1f} (range {min(values):.1%}-{max(values):.1%})"
         here = f"{live[name][key]:.1%}" if name in live else "not run"
         lines.append(

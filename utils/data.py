@@ -2,7 +2,8 @@
 
 - `load_sample_image`: Grace Hopper's portrait, which ships with matplotlib (lessons 1-5).
 - `load_digits`: 1,797 real handwritten 8 x 8 digits, which ship with scikit-learn (lesson 6).
-- `make_relational`: a synthetic set whose label depends on two objects far apart (lesson 6).
+- `make_relational`: a synthetic set whose label depends on two objects far apart (lesson 6), the
+  two optionally at mirrored places, left and right (lesson 9).
 - `load_photos`: four everyday photos for an ImageNet classifier, from matplotlib and
   scikit-image (lesson 8).
 
@@ -24,7 +25,7 @@ from PIL import Image
 from utils.datasets import ImageDataset  # also re-exported: `from utils.data import ImageDataset` works
 from utils.datasets import split_validation as split_validation  # re-exported
 from utils.standard_datasets import load_standard_dataset
-from utils.validation import WrongTypeError, check_number, check_whole, describe
+from utils.validation import WrongTypeError, check_flag, check_number, check_whole, describe
 
 MAX_SIDE = 4096  # pixels: a photo resized larger only gets blurrier, and a 4096 x 4096 RGB image is 200 MB
 
@@ -171,22 +172,38 @@ MEMORY_LIMIT = 2 * 2**30  # bytes make_relational may use while it draws (Binder
 MIN_SHAPE_SIZE = 5  # below 5 pixels some of the four shapes have the very same pixels
 
 
-def _farthest_apart(task: str, span: int) -> float:
+def _farthest_apart(task: str, span: int, mirrored: bool = False) -> float:
     """The largest distance between the two object centres that make_relational's placement allows,
     with `span` positions per axis; for "orientation" the smaller axis differs by at most 3 pixels,
-    and "one above the other" needs two different rows. -1 when no placement exists."""
+    and "one above the other" needs two different rows; mirrored objects share a row, their left
+    edges adding up to span - 1, so they are at most span - 1 apart (both at the sides). -1 when no
+    placement exists."""
+    if mirrored:
+        return float(span - 1)
     if task != "orientation":
         return math.hypot(span - 1, span - 1)
     return math.hypot(span - 1, min(3, span - 2)) if span >= 2 else -1.0
 
 
 def _check_relational(
-    num_images: int, task: str, image_size: int, object_size: int, min_distance: float, noise: float, seed: int
+    num_images: int,
+    task: str,
+    image_size: int,
+    object_size: int,
+    min_distance: float,
+    noise: float,
+    seed: int,
+    mirrored: bool,
 ) -> None:
     """Raise unless make_relational can draw these images, in bounded time and memory."""
     if not isinstance(task, str) or task not in RELATIONAL_TASKS:
         error = ValueError if isinstance(task, str) else WrongTypeError
         raise error(f"unknown task {task!r}; expected one of {list(RELATIONAL_TASKS)}")
+    if check_flag(mirrored, "mirrored") and task == "orientation":
+        raise ValueError(
+            "mirrored=True puts the two objects side by side, at mirrored places in one row, so every "
+            "image of task='orientation' would be 'side by side': use task='same_colour' or 'same_shape'"
+        )
     check_whole(num_images, "num_images")
     check_whole(image_size, "image_size", meaning=" of pixels per side")
     smallest = MIN_SHAPE_SIZE if task == "same_shape" else 1
@@ -196,9 +213,10 @@ def _check_relational(
     apart = round(object_size * math.sqrt(2), 2)  # centres this far apart: the two objects cannot overlap
     why = " of pixels between the centres (at least object_size x 1.41, or the objects could overlap)"
     check_number(min_distance, "min_distance", low=apart, meaning=why)
-    farthest = _farthest_apart(task, image_size - object_size + 1)
+    farthest = _farthest_apart(task, image_size - object_size + 1, mirrored)
     if farthest < min_distance:
         how = " nearly in one row or one column (task='orientation')" if task == "orientation" else ""
+        how = " at mirrored places, side by side (mirrored=True)" if mirrored else how
         raise ValueError(
             f"two objects of {object_size} x {object_size} pixels{how} can be at most {max(farthest, 0):.1f} pixels "
             f"apart (centre to centre) in images of {image_size} x {image_size}, less than "
@@ -221,6 +239,7 @@ def make_relational(
     min_distance: float = 14.0,
     noise: float = 0.05,
     seed: int = 0,
+    mirrored: bool = False,
 ) -> ImageDataset:
     """Images with two objects far apart, labelled by a relation between them.
 
@@ -231,6 +250,11 @@ def make_relational(
     shapes random). Half the images are of each class. Only a model that compares the two
     far-apart objects can solve it, and "orientation" needs to know where patches are.
     Deterministic given `seed`.
+
+    With mirrored=True ("same_colour" and "same_shape" only) the two objects always sit at mirrored
+    places about the image's vertical centre line: the same top, and left2 = image_size -
+    object_size - left1 (the first corner is drawn again until the centres are min_distance
+    apart). The default, mirrored=False, draws the very images it drew before the option came.
 
     min_distance must be at least object_size x sqrt(2) (the objects never overlap) and no more
     than the image leaves room for; "same_shape" needs object_size >= 5 (smaller shapes look
@@ -243,7 +267,7 @@ def make_relational(
         `object_boxes` (N, 2, 4) int64, each object's square as (top, left, bottom, right), the
         last two exclusive.
     """
-    _check_relational(num_images, task, image_size, object_size, min_distance, noise, seed)
+    _check_relational(num_images, task, image_size, object_size, min_distance, noise, seed, mirrored)
     rng = np.random.default_rng(seed)
     colours = np.array(list(COLOURS.values()), dtype=np.float32)  # (4, 3)
     images = rng.normal(0.08, noise, size=(num_images, image_size, image_size, 3)).astype(np.float32)
@@ -254,7 +278,11 @@ def make_relational(
     span = image_size - object_size + 1
     for i, label in enumerate(labels):
         for _ in range(PLACEMENT_TRIES):  # two top-left corners whose object centres are far enough apart
-            corners = rng.integers(0, span, size=(2, 2))  # (object, (top, left))
+            if mirrored:  # one corner drawn, the other its mirror image: the same top, left2 = span - 1 - left1
+                top, left = rng.integers(0, span, size=2)
+                corners = np.array([[top, left], [top, span - 1 - left]])  # (object, (top, left))
+            else:
+                corners = rng.integers(0, span, size=(2, 2))  # (object, (top, left))
             rows_apart, cols_apart = np.abs(corners[0] - corners[1])
             if np.hypot(rows_apart, cols_apart) < min_distance:
                 continue
@@ -289,13 +317,14 @@ def make_relational(
 
 
 def load_relational(
-    train_size: int = 4000, test_size: int = 1000, task: str = "same_colour", seed: int = 0
+    train_size: int = 4000, test_size: int = 1000, task: str = "same_colour", seed: int = 0, mirrored: bool = False
 ) -> tuple[ImageDataset, ImageDataset]:
-    """A train and a test set of `make_relational` images, drawn from different seeds."""
+    """A train and a test set of `make_relational` images, drawn from different seeds (mirrored=True:
+    the two objects at mirrored places, left and right, in both)."""
     check_whole(train_size, "train_size")
     check_whole(test_size, "test_size")
-    train = make_relational(train_size, task=task, seed=seed)
-    test = make_relational(test_size, task=task, seed=seed + 1_000_003)
+    train = make_relational(train_size, task=task, seed=seed, mirrored=mirrored)
+    test = make_relational(test_size, task=task, seed=seed + 1_000_003, mirrored=mirrored)
     return train, test
 
 

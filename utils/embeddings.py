@@ -1,5 +1,7 @@
-"""Lesson 2: the class token and the position embeddings (learned, fixed 2-D sin-cos, or none)."""
+"""Lesson 2: the class token and the position embeddings (learned, fixed 2-D sin-cos, or none);
+lesson 9: a learned table started from 2-D Gaussian bumps."""
 
+import math
 import operator
 
 import torch
@@ -7,19 +9,33 @@ import torch.nn.functional as F
 from torch import nn
 
 from utils.patches import to_2tuple
-from utils.validation import check_flag, check_positive, check_tensor, check_whole
+from utils.validation import WrongTypeError, check_flag, check_positive, check_tensor, check_whole, describe
 
 POS_EMBED_KINDS = ("learned", "sincos", "none")
 
 
-def trunc_normal_(tensor: torch.Tensor, std: float = 0.02) -> torch.Tensor:
+def _check_generator(generator) -> torch.Generator | None:
+    """`generator` if it is None (torch's global RNG) or a CPU torch.Generator; an error otherwise."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise WrongTypeError(
+            f"generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)) or None for torch's "
+            f"global random numbers, got {describe(generator)}"
+        )
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(f"expected a CPU torch.Generator, got one on {generator.device}")
+    return generator
+
+
+def trunc_normal_(tensor: torch.Tensor, std: float = 0.02, generator: torch.Generator | None = None) -> torch.Tensor:
     """Fill in place from a normal(0, std) cut off at two standard deviations (timm's ViT init; the
-    paper's JAX code draws its kernels from Xavier-uniform)."""
+    paper's JAX code draws its kernels from Xavier-uniform). The numbers come from `generator`, or
+    from torch's global random numbers when it is None."""
     check_tensor(tensor, "tensor", "(...)")
     if not tensor.is_floating_point():
         raise ValueError(f"expected a floating-point tensor to fill, got {tensor.dtype}")
     std = check_positive(std, "std")
-    return nn.init.trunc_normal_(tensor, mean=0.0, std=std, a=-2 * std, b=2 * std)
+    generator = _check_generator(generator)
+    return nn.init.trunc_normal_(tensor, mean=0.0, std=std, a=-2 * std, b=2 * std, generator=generator)
 
 
 def prepend_cls_token(tokens: torch.Tensor, cls_token: torch.Tensor) -> torch.Tensor:
@@ -107,6 +123,60 @@ def sincos_pos_embed_2d(grid_size: int | tuple[int, int], embed_dim: int, cls_to
     if cls_token:
         table = torch.cat([torch.zeros(1, embed_dim), table], dim=0)  # (N + 1, D)
     return table.unsqueeze(0)  # (1, T, D)
+
+
+def gaussian_pos_embed(
+    grid_size: int | tuple[int, int],
+    embed_dim: int,
+    sigma: float = 1.0,
+    std: float = 0.02,
+    num_prefix_tokens: int = 1,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """A position table whose patch entries start out 2-D: patch i's entry is a Gaussian bump
+    centred on patch i, carried into D dimensions by a random projection.
+
+    bump_i[j] = exp(-d(i, j)^2 / (2 sigma^2)) over the N = rows * cols grid positions, d the
+    distance in patches. With D >= N the projection is the transpose of Q from the QR of a
+    Gaussian (D, N) matrix: orthonormal rows, so the cosine similarity of any two entries equals
+    that of their bumps exactly. With D < N no N directions fit in D dimensions: a Gaussian (N, D)
+    matrix / sqrt(D) keeps the similarities only approximately (closer for larger D). The patch
+    entries are then scaled so that their N * D numbers have standard deviation `std` (Tensor.std
+    over all of them: the course's trunc-normal(0.02) magnitude). The prefix entries (the class token's) are
+    trunc_normal_(std) draws, from the same generator, after the projection.
+
+    Args:
+        grid_size: patches per side (or (rows, cols)).
+        embed_dim: D, >= 1.
+        sigma: the bumps' width in patches, > 0.
+        std: the standard deviation of the patch entries' numbers, > 0.
+        num_prefix_tokens: leading entries that belong to no patch (1 for a class token, 0 for none).
+        generator: a CPU torch.Generator for the random numbers; None: torch's global ones.
+    Returns:
+        (1, prefix + N, D) float32, patches in row-major order.
+    """
+    rows, cols = to_2tuple(grid_size, "grid_size")
+    D = check_whole(embed_dim, "embed_dim")
+    sigma = check_positive(sigma, "sigma", meaning=" (the bumps' width in patches)")
+    std = check_positive(std, "std")
+    prefix = check_whole(num_prefix_tokens, "num_prefix_tokens", minimum=0)
+    generator = _check_generator(generator)
+    N = rows * cols
+    if N * D < 2:
+        raise ValueError(
+            "a 1 x 1 grid with embed_dim=1 has a single number, and a single number has no standard deviation "
+            "to scale to std: use embed_dim >= 2"
+        )
+    bumps = torch.exp(-(grid_distance(rows, cols).double() ** 2) / (2 * sigma**2))  # (N, N), row i: bump at patch i
+    if D >= N:
+        q, _ = torch.linalg.qr(torch.randn(D, N, generator=generator, dtype=torch.float64))  # (D, N), q.T @ q = I
+        projection = q.T  # (N, D), orthonormal rows: dot products kept exactly
+    else:
+        projection = torch.randn(N, D, generator=generator, dtype=torch.float64) / math.sqrt(D)  # (N, D)
+    table = bumps @ projection  # (N, D)
+    table = (table * (std / table.std())).float()  # (N, D), its numbers of standard deviation std
+    first = trunc_normal_(torch.empty(prefix, D), std=std, generator=generator)  # (prefix, D)
+    return torch.cat([first, table], dim=0).unsqueeze(0)  # (1, prefix + N, D)
 
 
 def xy_pos_embed(x_embed: torch.Tensor, y_embed: torch.Tensor) -> torch.Tensor:

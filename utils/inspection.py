@@ -1,15 +1,26 @@
 """The maths behind looking inside a trained ViT (lesson 7): attention rollout, where the class
 token looks, how far heads look, the principal components of the patch-embedding filters, and
 the deletion test of a map (delete the patches it ranks highest, see what the model loses).
+Lesson 9's measurements of popular claims: how one-sided attention is, how spread out, what the
+model loses without a head (`prune_heads`), how steep the loss is at the vector the head reads.
 
-Every function takes tensors (a model's attention weights or parameters), never a model.
+The functions take tensors (a model's attention weights or parameters); `prune_heads` and
+`readout_gradient_norm` take the model itself, and leave it as it came.
 """
 
-import torch
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from utils.datasets import check_float_images, check_labels
 from utils.embeddings import grid_coordinates
 from utils.patches import to_2tuple
-from utils.validation import check_flag, check_number, check_tensor, check_whole
+from utils.runtime import eval_mode
+from utils.validation import WrongTypeError, check_flag, check_number, check_tensor, check_whole, describe
+from utils.vit import VisionTransformer
 
 
 def check_attention(attn: torch.Tensor, name: str = "attn") -> None:
@@ -28,6 +39,17 @@ def check_attention(attn: torch.Tensor, name: str = "attn") -> None:
         raise ValueError(
             f"expected attention weights (finite, >= 0: the softmax's output), got values from "
             f"{attn.min().item():.3g} to {attn.max().item():.3g}; pass the weights, not the scores"
+        )
+
+
+def check_rows_sum_to_one(attn: torch.Tensor) -> None:
+    """Raise unless every row of the weights `attn` (..., T, T) sums to 1 (to within 0.01): a softmax
+    over the keys, not a row cut out of it or a sum of heads."""
+    row_sums = attn.sum(dim=-1)  # (..., T)
+    if row_sums.numel() and (row_sums - 1).abs().max() > 1e-2:
+        raise ValueError(
+            "expected attention weights whose rows sum to 1 (a softmax over the keys), got row sums "
+            f"from {row_sums.min().item():.3g} to {row_sums.max().item():.3g}"
         )
 
 
@@ -60,12 +82,7 @@ def attention_rollout(attn: torch.Tensor, residual: bool = True) -> torch.Tensor
     """
     check_attention(attn)
     residual = check_flag(residual, "residual")
-    row_sums = attn.sum(dim=-1)  # (depth, B, heads, T)
-    if row_sums.numel() and (row_sums - 1).abs().max() > 1e-2:
-        raise ValueError(
-            "expected attention weights whose rows sum to 1 (a softmax over the keys), got row sums "
-            f"from {row_sums.min().item():.3g} to {row_sums.max().item():.3g}"
-        )
+    check_rows_sum_to_one(attn)
     layers = attn.mean(dim=2)  # (depth, B, T, T): heads averaged
     if residual:
         layers = layers + torch.eye(layers.shape[-1], dtype=layers.dtype, device=layers.device)
@@ -268,3 +285,185 @@ def delete_patches(images: torch.Tensor, patches: torch.Tensor, fill: float | to
         fill = torch.tensor(check_number(fill, "fill"), dtype=images.dtype)
     pixels = patches.repeat_interleave(H // rows, dim=1).repeat_interleave(W // cols, dim=2)  # (B, H, W)
     return torch.where(pixels[:, None], fill.to(images.device), images)  # (B, C, H, W)
+
+
+# ---- lesson 9: claims about attention heads, measured ----------------------------------------
+
+
+def attention_asymmetry(attn: torch.Tensor) -> torch.Tensor:
+    """How one-sided each head's attention is: ||A - A^T||_F / ||A + A^T||_F of every (T, T)
+    matrix A of weights, averaged over the images.
+
+    The range is [0, 1]. For A >= 0, ||A +- A^T||^2 = 2 ||A||^2 +- 2 <A, A^T>, and
+    <A, A^T> = sum_ij A_ij A_ji >= 0, so the numerator never exceeds the denominator. It is 0
+    exactly when A = A^T (i attends to j as much as j to i; uniform attention, say), and 1 exactly
+    when <A, A^T> = 0: no pair of tokens attends both ways and no token attends to itself (a
+    strictly triangular A). Softmax weights are all positive, so a real head lies strictly inside.
+
+    Args:
+        attn: (depth, B, heads, T, T) weights, as returned by `model(images, return_attention=True)`;
+            no matrix all zeros (rows need not sum to 1).
+    Returns:
+        (depth, heads), each in [0, 1].
+    """
+    check_attention(attn)
+    different = torch.linalg.matrix_norm(attn - attn.mT)  # (depth, B, heads), Frobenius
+    total = torch.linalg.matrix_norm(attn + attn.mT)  # (depth, B, heads); 0 only for an all-zero matrix
+    if not (total > 0).all():
+        empty = (total <= 0).nonzero()[0].tolist()
+        raise ValueError(
+            f"the weights of layer {empty[0]}, image {empty[1]}, head {empty[2]} are all zero: "
+            "a matrix with no attention has no direction (0/0)"
+        )
+    return (different / total).mean(dim=1)  # (depth, heads)
+
+
+def attention_entropy(attn: torch.Tensor) -> torch.Tensor:
+    """How spread out each head's attention is: the entropy, in nats, of each query's weights over
+    the keys, -sum_j a_j log a_j (0 log 0 = 0), averaged over the images and the queries.
+
+    A query that looks at one token has entropy 0; one that looks at all T evenly has log(T), the
+    largest possible.
+
+    Args:
+        attn: (depth, B, heads, T, T) weights, each row summing to 1.
+    Returns:
+        (depth, heads), each from 0 to log(T).
+    """
+    check_attention(attn)
+    check_rows_sum_to_one(attn)
+    per_query = torch.special.entr(attn).sum(dim=-1)  # (depth, B, heads, T); entr(0) = 0
+    return per_query.mean(dim=(1, 3))  # (depth, heads)
+
+
+def _check_vit(model, what: str) -> VisionTransformer:
+    """`model` if it is a VisionTransformer; WrongTypeError naming `what` needs it otherwise."""
+    if not isinstance(model, VisionTransformer):
+        raise WrongTypeError(f"{what} needs a VisionTransformer, got {describe(model)}")
+    return model
+
+
+def _check_heads(model: VisionTransformer, heads) -> dict[int, list[int]]:
+    """`heads` as {block index: [head indices]}; an error naming the model's depth or num_heads
+    for an index out of range, or for anything that is no (block, head) pair."""
+    expected = "heads must be (block, head) pairs, e.g. [(0, 1), (3, 2)]"
+    if isinstance(heads, str | bytes | dict) or not isinstance(heads, Iterable):
+        raise WrongTypeError(f"{expected}, got {describe(heads)}")
+    depth, num_heads = len(model.blocks), model.config.num_heads
+    chosen: dict[int, list[int]] = {}
+    for i, pair in enumerate(heads):
+        if isinstance(pair, torch.Tensor) and pair.shape == (2,):
+            pair = pair.tolist()
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            one_pair = not isinstance(pair, tuple | list)  # (3, 0) itself: its items are numbers
+            hint = ": for one head pass a list of one pair, [(block, head)]" if one_pair else ""
+            raise WrongTypeError(f"{expected}, got heads[{i}] = {describe(pair)}{hint}")
+        block = check_whole(pair[0], f"heads[{i}]'s block", minimum=0, maximum=depth - 1, meaning=f" (depth {depth})")
+        head = check_whole(
+            pair[1], f"heads[{i}]'s head", minimum=0, maximum=num_heads - 1, meaning=f" (num_heads {num_heads})"
+        )
+        chosen.setdefault(block, [])
+        if head not in chosen[block]:
+            chosen[block].append(head)
+    return chosen
+
+
+@contextmanager
+def prune_heads(model: VisionTransformer, heads: Iterable[tuple[int, int]]) -> Iterator[VisionTransformer]:
+    """Run a `with` block with the given attention heads switched off: their output is zero, so the
+    block's attention branch adds only what the other heads say (and proj's bias).
+
+        with prune_heads(model, [(3, 0), (3, 1)]):   # heads 0 and 1 of block 3
+            logits = model(images)
+
+    A forward pre-hook on `blocks[b].attn.proj` zeros its input channels h*head_dim .. (h+1)*head_dim,
+    where merge_heads put head h; it works for both attention paths (explicit and fused), with
+    return_attention too (the weights a pruned head returns are still its softmax weights: pruning
+    silences what it passes on, not where it looks). The hooks are removed when the block ends,
+    also when it raises.
+
+    Args:
+        model: a VisionTransformer, left unchanged.
+        heads: (block index, head index) pairs, blocks from 0 to depth - 1, heads from 0 to
+            num_heads - 1; none: nothing changes.
+    Yields:
+        the model.
+    """
+    model = _check_vit(model, "prune_heads")
+    chosen = _check_heads(model, heads)
+    handles = []
+    try:
+        for block, silenced in chosen.items():
+            attn = model.blocks[block].attn
+            keep = torch.ones(attn.dim, dtype=torch.bool, device=attn.proj.weight.device)  # (D,)
+            for head in silenced:
+                keep[head * attn.head_dim : (head + 1) * attn.head_dim] = False  # head h's slice after merge_heads
+
+            def zero_heads(module: nn.Module, args: tuple, keep: torch.Tensor = keep) -> tuple:
+                return (args[0].masked_fill(~keep, 0.0), *args[1:])  # (B, T, D), the pruned heads' channels 0
+
+            handles.append(attn.proj.register_forward_pre_hook(zero_heads))
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def readout_gradient_norm(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
+    """How steep each image's loss is at the vector the classification head reads (the readout):
+    the norm of d(loss_b) / d(r_b), averaged over the images.
+
+    r_b is model.head's input for image b: the class token's output with pool="cls", the mean of
+    the patch tokens with pool="mean" (after fc_norm when config.fc_norm); loss_b is image b's own
+    cross-entropy. For a Linear head W that gradient is (softmax(logits_b) - onehot(label_b)) @ W.
+    Measured in eval mode (no dropout; the model's mode is restored), without touching any
+    parameter or its .grad: the readout is captured by a hook on model.head and the head run again
+    on a detached copy, so autograd follows only the head.
+
+    Args:
+        model: a classifier whose last layer is `head` (a VisionTransformer with num_classes > 0).
+        images: (B, C, H, W) in the model's dtype.
+        labels: (B,) int64 class indices.
+    Returns:
+        the mean over the B images of ||d(loss_b) / d(r_b)||, a float (the same for a batch as the
+        mean of the values of its images one by one).
+    """
+    if not isinstance(model, nn.Module):
+        raise WrongTypeError(f"readout_gradient_norm needs a model (a VisionTransformer), got {describe(model)}")
+    head = getattr(model, "head", None)
+    if not isinstance(head, nn.Module) or isinstance(head, nn.Identity):
+        raise ValueError(
+            f"readout_gradient_norm needs a model whose classifier is `head` ({type(model).__name__} has "
+            f"{'an Identity head: num_classes=0, no classifier' if isinstance(head, nn.Identity) else 'none'})"
+        )
+    weight = next((p for p in model.parameters() if p.is_floating_point()), None)
+    if weight is None:
+        raise ValueError(f"model ({type(model).__name__}) has no floating-point parameters")
+    check_float_images(images, dtype=weight.dtype)
+    check_labels(labels)
+    if len(labels) != len(images):
+        raise ValueError(f"expected one label per image, got {len(images)} images and {len(labels)} labels")
+    images, labels = images.to(weight.device), labels.to(weight.device)
+    readouts = []
+    handle = head.register_forward_pre_hook(lambda module, args: readouts.append(args[0]))
+    try:
+        with eval_mode(model):
+            with torch.no_grad():
+                model(images)  # runs the hook: readouts holds the head's input
+            handle.remove()
+            if len(readouts) != 1:
+                raise ValueError(f"model.head ran {len(readouts)} times in one forward pass; expected once")
+            readout = readouts[0]
+            if not isinstance(readout, torch.Tensor) or readout.shape[:1] != images.shape[:1] or readout.ndim != 2:
+                got = tuple(readout.shape) if isinstance(readout, torch.Tensor) else describe(readout)
+                raise ValueError(f"expected the head to read one vector per image, (B, D), got {got}")
+            readout = readout.detach().requires_grad_(True)  # (B, D), a leaf: the graph starts here
+            with torch.enable_grad():  # also inside a caller's torch.no_grad()
+                logits = head(readout)  # (B, num_classes)
+                num_classes = logits.shape[-1]
+                check_labels(labels, num_classes=num_classes, why=f"the model gives {num_classes} outputs")
+                loss = F.cross_entropy(logits, labels, reduction="sum")  # sum_b loss_b
+    finally:
+        handle.remove()
+    (gradient,) = torch.autograd.grad(loss, readout)  # (B, D), row b = d(loss_b)/d(r_b); no .grad written
+    return gradient.norm(dim=1).mean().item()

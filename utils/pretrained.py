@@ -75,7 +75,8 @@ def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int |
     (classes, D) gives num_classes (0 without a head); cls_token gives pool="cls" (else "mean");
     fc_norm.weight gives fc_norm=True (timm's global_pool="avg" layout: LayerNorm after averaging;
     timm's models with a class token and an fc_norm are refused: the course's ViT cannot compute
-    them); pos_embed (1, prefix + N, D) gives a learned table and a square image of sqrt(N) * P pixels.
+    them); norm_pre.weight gives norm_pre=True (timm's pre_norm, a LayerNorm before the first
+    block, as in CLIP); pos_embed (1, prefix + N, D) gives a learned table and a square image of sqrt(N) * P pixels.
     The head count is no tensor's shape: pass num_heads unless the width is a published one
     (192, 384, 768, 1024: heads 64 wide). norm_eps stays timm's 1e-6. `overrides` win over all
     of it (pos_embed="sincos" for a fixed table, image_size for a model without positions).
@@ -112,6 +113,7 @@ def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int |
         num_classes=_check_ndim(state_dict, "head.weight", 2, "(classes, D)")[0] if "head.weight" in state_dict else 0,
         pool="cls" if "cls_token" in state_dict else "mean",
         fc_norm="fc_norm.weight" in state_dict,
+        norm_pre="norm_pre.weight" in state_dict,
         pos_embed="learned" if "pos_embed" in state_dict else "none",
         norm_eps=1e-6,
     )

@@ -19,6 +19,7 @@ from utils.patches import PatchEmbedding, check_image_size, to_2tuple
 from utils.validation import WrongTypeError, check_flag, check_positive, check_probability, check_whole
 
 POOLS = ("cls", "mean")
+LATE_FIELDS = ("fc_norm", "norm_pre")  # flags added after the course's first configs: printed only when set
 MAX_PARAMETERS = 2_000_000_000  # 8 GB of float32: more than a laptop holds; ViT-H/14 has 0.63 billion
 
 
@@ -41,11 +42,13 @@ class ViTConfig:
     pos_embed: str = "learned"  # "learned", "sincos" (fixed 2-D) or "none"
     norm_eps: float = 1e-6  # LayerNorm epsilon, > 0: 1e-6 in the JAX original and timm (transformers: 1e-12)
     fc_norm: bool = False  # pool="mean" only: normalise the average (timm's fc_norm), not every token before it
+    norm_pre: bool = False  # a LayerNorm on the tokens after the positions, before block 0 (timm's pre_norm, CLIP)
 
     def __repr__(self) -> str:
-        """The fields as a dataclass prints them, fc_norm only when it is set: it came after the
-        course's first configs, whose printed form stays as it was (eval(repr(config)) == config)."""
-        fields = [f for f in dataclasses.fields(self) if f.name != "fc_norm" or self.fc_norm]
+        """The fields as a dataclass prints them, the LATE_FIELDS (fc_norm, norm_pre) only when set:
+        they came after the course's first configs, whose printed form stays as it was
+        (eval(repr(config)) == config)."""
+        fields = [f for f in dataclasses.fields(self) if f.name not in LATE_FIELDS or getattr(self, f.name)]
         return f"{type(self).__name__}(" + ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields) + ")"
 
     def __post_init__(self):
@@ -65,8 +68,8 @@ class ViTConfig:
                 "every head needs an equal share of the width"
             )
         mlp_hidden_dim(self.embed_dim, self.mlp_ratio)  # > 0, and at least one hidden unit
-        check_flag(self.qkv_bias, "qkv_bias")
-        check_flag(self.fc_norm, "fc_norm")
+        for name in ("qkv_bias", "fc_norm", "norm_pre"):
+            object.__setattr__(self, name, check_flag(getattr(self, name), name))  # a NumPy bool: a plain bool
         checked = {
             "mlp_ratio": check_positive(self.mlp_ratio, "mlp_ratio"),
             "dropout": check_probability(self.dropout, "dropout"),
@@ -148,6 +151,9 @@ class VisionTransformer(nn.Module):
     (pool="mean" only) it is timm's `fc_norm` instead, applied to the average of the patch tokens,
     and `norm` is an identity, as in timm with global_pool="avg": LayerNorm then average and
     average then LayerNorm are different functions, so each layout loads only into its own.
+    With config.norm_pre, `norm_pre` is one more LayerNorm, on the tokens after the position
+    embeddings (and pos_drop), before the first block: timm's pre_norm=True, as in CLIP's ViT.
+    Otherwise it is an identity, with no tensors (the state dict is that of a model without it).
 
     Args:
         config: the shape of the model, a ViTConfig.
@@ -172,6 +178,7 @@ class VisionTransformer(nn.Module):
         else:
             self.pos_embed = None
         self.pos_drop = nn.Dropout(config.dropout)
+        self.norm_pre = nn.LayerNorm(D, eps=config.norm_eps) if config.norm_pre else nn.Identity()
         self.blocks = nn.ModuleList(
             EncoderBlock(
                 D,
@@ -238,7 +245,8 @@ class VisionTransformer(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """(B, C, H, W) images -> (B, T, D) tokens after the final norm (with config.fc_norm, as in
         timm, no norm: it comes after pooling); with return_attention, also the attention weights of
-        every block stacked as (depth, B, heads, T, T)."""
+        every block stacked as (depth, B, heads, T, T). With config.norm_pre the tokens are
+        normalised once more before the first block."""
         check_flag(return_attention, "return_attention")
         x = self.patch_embed(images)  # (B, N, D); checks the images' shape first
         if self.cls_token is not None:
@@ -246,6 +254,7 @@ class VisionTransformer(nn.Module):
         if self.pos_embed is not None:
             x = x + self.pos_embed  # (B, T, D), one position vector added per token
         x = self.pos_drop(x)
+        x = self.norm_pre(x)  # (B, T, D); an identity unless config.norm_pre
         if not return_attention:  # no weights built: the blocks may take attention's fast path
             for block in self.blocks:
                 x = block(x)  # (B, T, D)

@@ -351,6 +351,7 @@ def parameter_count(config: ViTConfig, mistakes: frozenset[str] = frozenset()) -
     block += norm * (0 if made("no_norms") else 1 if made("one_norm_per_block") else 2)  # norm1, norm2
     total += block * (1 if made("one_block") else config.depth)
     total += 0 if made("no_final_norm", "no_norms") else norm
+    total += norm if config.norm_pre else 0  # timm's norm_pre, after the positions (lesson 9)
     if K > 0 and not made("no_head"):
         total += D * K + (0 if made("no_head_bias") else bias * K)
     return total
