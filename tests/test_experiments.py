@@ -11,7 +11,16 @@ import scipy.stats
 import torch
 
 from utils.data import load_training_set, split_validation
-from utils.experiments import Comparison, Spread, compare, run_record, run_seeds, spread
+from utils.experiments import (
+    PREDICTION,
+    Comparison,
+    Spread,
+    compare,
+    prediction_interval,
+    run_record,
+    run_seeds,
+    spread,
+)
 from utils.runtime import set_seed
 from utils.training import evaluate, fit
 from utils.vit import VisionTransformer, ViTConfig
@@ -27,6 +36,22 @@ def test_spread_matches_numpy_and_scipy():
     assert result.std == pytest.approx(np.std(values, ddof=1), abs=1e-15)
     low, high = scipy.stats.t.interval(0.95, 4, loc=np.mean(values), scale=scipy.stats.sem(values))
     assert (result.ci_low, result.ci_high) == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
+
+
+def test_prediction_interval_by_hand():
+    """[1, 2, 3]: mean 2, sd 1; t(0.995, 2) = 9.924843; half width 9.924843 * sqrt(1 + 1/3) = 11.460221."""
+    low, high = prediction_interval([1, 2, 3])
+    assert (low, high) == (pytest.approx(2 - 11.460221, abs=1e-6), pytest.approx(2 + 11.460221, abs=1e-6))
+    assert prediction_interval([0.5, 0.9, 1.0], percent=True)[1] == 1.0  # an accuracy stops at 100 %
+    with pytest.raises(ValueError, match="at least 2"):
+        prediction_interval([0.5])
+
+
+def test_one_more_draw_lands_inside_the_prediction_interval_99_times_in_100():
+    """An independent check by simulation: 5 normal draws give an interval, a 6th lands in it."""
+    draws = np.random.default_rng(0).normal(size=(20_000, 6))
+    inside = [low <= row[5] <= high for row in draws for low, high in [prediction_interval(row[:5])]]
+    assert np.mean(inside) == pytest.approx(PREDICTION, abs=0.003)  # 3 standard errors of 20,000 draws
 
 
 def test_spread_by_hand():

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from utils.runtime import eval_mode, get_device, set_seed, torch_threads
+from utils.runtime import cpu_kind, eval_mode, get_device, set_seed, torch_threads
 
 
 def draw():
@@ -153,3 +153,12 @@ def test_a_fixed_thread_count_repeats_a_training_run_bit_for_bit_and_fit_restore
         assert torch.equal(trained(1), trained(2))
     finally:
         torch.set_num_threads(before)
+
+
+def test_cpu_kind_names_the_processor_the_vector_unit_and_any_pin(monkeypatch):
+    for name in ("MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    plain = cpu_kind()
+    assert plain.endswith(f", torch {torch.backends.cpu.get_cpu_capability()}") and len(plain) > len(", torch ") + 2
+    monkeypatch.setenv("MKL_CBWR", "AVX2")  # another code path in MKL: another kind, as far as the last bits go
+    assert cpu_kind() == plain + ", MKL_CBWR=AVX2"

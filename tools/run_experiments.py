@@ -112,7 +112,11 @@ def write(path: Path, runs: dict[str, list[dict]], suite: str = "experiments") -
     if path.is_file():
         with open(path, encoding="utf-8") as file:
             results = json.load(file)
-    results.update({"produced_by": chosen.command, **environment()})
+    here = environment()
+    kept = [name for name in results["experiments"] if name not in runs and name in chosen.recipes]
+    if kept and results.get("cpu", here["cpu"]) != here["cpu"]:  # runs of two kinds of CPU in one file
+        here["cpu"] = f"mixed: {results['cpu']} and {here['cpu']}"
+    results.update({"produced_by": chosen.command, **here})
     for name, found in runs.items():
         results["experiments"][name] = {"recipe": chosen.recipes[name].as_dict(), "runs": found}
     results["experiments"] = {

@@ -7,7 +7,8 @@ utils/results/lesson6.json, so the lesson can print its live run beside five see
 - `experiment_data(data)`: the train / validation / test split every experiment of that data uses.
 - `run_experiment(name, seeds, data)`: train and measure (utils.experiments.run_seeds).
 - `shipped_runs(name)`: the shipped runs of one experiment; `shipped_results()` the whole file.
-- `inside_shipped(name, run)`: is a live run inside the shipped seeds' range?
+- `agrees_with_shipped(name, run, data)`: does a live run agree with the shipped seeds? Exactly,
+  on the kind of CPU that made the file; where another seed would land, on another kind.
 """
 
 import difflib
@@ -26,7 +27,8 @@ from torch import nn
 from utils.baselines import DeepCNN, SmallCNN
 from utils.data import RELATIONAL_TASKS, load_training_set, split_validation
 from utils.datasets import ImageDataset
-from utils.experiments import compare, run_seeds, spread
+from utils.experiments import PREDICTION, compare, prediction_interval, run_seeds, spread
+from utils.runtime import cpu_kind
 from utils.validation import WrongTypeError, describe
 from utils.vit import VisionTransformer, ViTConfig
 
@@ -34,6 +36,7 @@ RESULTS_FILE = Path(__file__).parent / "results" / "lesson6.json"
 SEEDS = tuple(range(5))  # the seeds `make experiments` runs; the lesson runs the first
 VALIDATION_FRACTION = 0.2  # of each training set, stratified, set aside to choose settings on
 SPLIT_SEED = 0  # which validation part: fixed, so that every experiment sees the same one
+IMAGES_OF_SLACK = 2  # an accuracy agrees within the prediction interval widened by this many images
 
 # Budgets in optimiser steps (batches of 128), so that every machine makes the same run.
 DIGITS_STEPS = 2000  # the final digits model: 9 steps an epoch (1,078 images), 223 epochs
@@ -281,11 +284,88 @@ def shipped_values(name: str, key: str = "val_accuracy") -> list[float]:
     return [run[key] for run in runs]
 
 
-def inside_shipped(name: str, run: dict, key: str = "val_accuracy", slack: float = 0.0) -> bool:
-    """Whether a live run's `key` lies within the shipped seeds' range, widened by `slack` either
-    way (e.g. one image of the validation set, for the float noise of another CPU)."""
-    values = shipped_values(name, key)
-    return min(values) - slack <= run[key] <= max(values) + slack
+def made_here(path: str | Path = RESULTS_FILE) -> bool:
+    """Whether the results file at `path` was made by this kind of CPU (utils.runtime.cpu_kind) and this
+    torch version: then a rerun of a shipped seed gives its numbers again, bit for bit."""
+    results = shipped_results(path)
+    return results.get("cpu") == cpu_kind() and results.get("torch") == torch.__version__.split("+")[0]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How a number from a run made here compares with the shipped seeds: truthy when it agrees;
+    str() says what it was held to, e.g. "97.0 %, inside 93.1 % to 100.0 %, where one more seed lands ...".
+
+    On the kind of CPU that made the file (`exact`) only the same seed's stored number agrees. On
+    another kind the run is as different as another seed, so it must land inside the seeds'
+    prediction interval (utils.experiments.prediction_interval), widened by IMAGES_OF_SLACK
+    images for accuracies.
+    """
+
+    holds: bool
+    value: float  # the number from the run made here
+    stored: float  # the same seed's number in the file
+    low: float  # what counts as agreeing: [low, high]
+    high: float
+    exact: bool  # this kind of CPU made the file: low == high == stored
+    percent: bool  # show as percentages
+
+    def __bool__(self) -> bool:
+        return self.holds
+
+    def _show(self, number: float) -> str:
+        return f"{number * 100:.1f} %" if self.percent else f"{number:.4g}"
+
+    def __str__(self) -> str:
+        value = self._show(self.value)
+        if self.exact:
+            same = "the same" if self.holds else "NOT the same"
+            return (
+                f"{value}, {same} as the shipped run of this seed ({self._show(self.stored)}; this kind of CPU made it)"
+            )
+        where = "inside" if self.holds else "OUTSIDE"
+        return (
+            f"{value}, {where} {self._show(self.low)} to {self._show(self.high)}, where one more seed lands "
+            f"{PREDICTION * 100:.0f} times in 100 (another kind of CPU made the shipped runs)"
+        )
+
+
+def agreement(value: float, stored: float, seeds: list[float], exact: bool, images: int | None = None) -> Agreement:
+    """Whether `value`, from a run made here, agrees with a shipped seed's `stored` number and the
+    numbers of all shipped `seeds` (see Agreement). `images`: for an accuracy, how many images it
+    was measured on (it is then shown as a percentage and widened by IMAGES_OF_SLACK images)."""
+    if exact:
+        low = high = stored
+    else:
+        low, high = prediction_interval(seeds, percent=images is not None)
+        if images is not None:
+            low, high = max(low - IMAGES_OF_SLACK / images, 0.0), min(high + IMAGES_OF_SLACK / images, 1.0)
+    return Agreement(low <= value <= high, value, stored, low, high, exact, images is not None)
+
+
+def agrees_with_shipped(name: str, run: dict, data: Split, key: str = "val_accuracy") -> Agreement:
+    """Whether a live run of experiment `name` (run_experiment's dict, with its seed) agrees with
+    the shipped runs: exactly, if this kind of CPU made the file (made_here), else inside where one
+    more seed lands. `data`: the experiment's Split, whose sizes turn accuracies into images."""
+    return agreement_of_runs(shipped_runs(name), run, key, made_here(), data)
+
+
+def agreement_of_runs(runs: list[dict], run: dict, key: str, exact: bool, data: Split | None = None) -> Agreement:
+    """agrees_with_shipped for any list of shipped runs (lessons 6 and 9 share it); `data` is
+    needed for the accuracies ("val_accuracy", "test_accuracy")."""
+    if not isinstance(run, Mapping) or key not in run or "seed" not in run:
+        raise ValueError(
+            f"run must be a dict with 'seed' and {key!r}, as run_experiment returns it; got {describe(run)}"
+        )
+    same_seed = [shipped for shipped in runs if shipped["seed"] == run["seed"]]
+    if not same_seed:
+        raise ValueError(f"no shipped run has seed {run['seed']}; the shipped seeds: {[r['seed'] for r in runs]}")
+    images = None
+    if key in ("val_accuracy", "test_accuracy"):
+        if not isinstance(data, Split):
+            raise WrongTypeError(f"an accuracy needs the Split it was measured on as data, got {describe(data)}")
+        images = len(data.val if key == "val_accuracy" else data.test)
+    return agreement(run[key], same_seed[0][key], [shipped[key] for shipped in runs], exact, images)
 
 
 def versus(name_a: str, name_b: str, key: str = "val_accuracy", names: tuple[str, str] | None = None):
@@ -335,7 +415,8 @@ def environment() -> dict:
     return {
         "torch": torch.__version__.split("+")[0],
         "python": platform.python_version(),
-        "threads": 1,  # fit's and evaluate's default: the same numbers on every machine
+        "threads": 1,  # fit's and evaluate's default: the same numbers on every machine of one kind
+        "cpu": cpu_kind(),  # another kind of CPU rounds differently: its runs agree like another seed's
         "seeds": list(SEEDS),
         "validation_fraction": VALIDATION_FRACTION,
         "split_seed": SPLIT_SEED,

@@ -9,6 +9,7 @@ the lesson runs seed 0 of a few live and prints the rest from the file.
 - `TRIALS`: name -> `Trial`; `run_trial(name, seed, data)`: train and measure one seed.
 - `MEASURES`: what a trial can measure besides accuracy ("positions", "attention", "readout", "growth").
 - `shipped_runs(name)`, `shipped_values(name, key)`: the shipped seeds of one trial.
+- `agrees_with_shipped(name, run, data)`: does a live run agree with them (as in lesson 6)?
 """
 
 import difflib
@@ -21,7 +22,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.ablations import PAIRS_FIT, Experiment, Split, experiment_data, runs_of_recipe
+from utils.ablations import (
+    PAIRS_FIT,
+    Agreement,
+    Experiment,
+    Split,
+    agreement_of_runs,
+    experiment_data,
+    made_here,
+    runs_of_recipe,
+)
 from utils.embeddings import (
     gaussian_pos_embed,
     grid_distance,
@@ -392,6 +402,13 @@ def shipped_values(name: str, key: str = "val_accuracy") -> list:
     if key not in runs[0]:
         raise ValueError(f"the shipped runs of {name!r} hold {sorted(runs[0])}, not {key!r}")
     return [run[key] for run in runs]
+
+
+def agrees_with_shipped(name: str, run: dict, data: Split, key: str = "val_accuracy") -> Agreement:
+    """Whether a live run of trial `name` (run_trial's dict) agrees with the shipped seeds: exactly,
+    if this kind of CPU made lesson9.json, else inside where one more seed lands (see
+    utils.ablations.agrees_with_shipped). `data`: the trial's Split."""
+    return agreement_of_runs(shipped_runs(name), run, key, made_here(RESULTS_FILE), data)
 
 
 def versus(name_a: str, name_b: str, key: str = "val_accuracy", names: tuple[str, str] | None = None) -> Comparison:

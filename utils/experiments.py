@@ -3,6 +3,7 @@ the shuffling); a conclusion needs several seeds and a measure of the noise betw
 
 - `spread(values)`: n, mean, sample standard deviation and a 95 % confidence interval of the mean.
 - `compare(a, b)`: Welch's t-test of two sets of runs: is the difference bigger than the noise?
+- `prediction_interval(values)`: where one more run (another seed) would land.
 - `run_seeds(build_model, train, val, test, seeds, ...)`: train and test one fresh model per seed.
 
 Nothing here prints: the lesson formats the tables.
@@ -30,6 +31,7 @@ from utils.training import evaluate, fit
 from utils.validation import WrongTypeError, check_flag, check_number, check_whole, describe
 
 CONFIDENCE = 0.95  # of the interval `spread` gives
+PREDICTION = 0.99  # how often one more run lands inside `prediction_interval`
 ALPHA = 0.05  # `compare` calls a difference significant when p < ALPHA
 MAX_VALUES = 10**6  # values one spread takes: a guard against an endless generator
 MAX_SEEDS = 10**4  # seeds one run_seeds takes: a guard against an endless generator
@@ -214,6 +216,26 @@ def spread(values, percent: bool = False) -> Spread:
     """
     percent = check_flag(percent, "percent")
     return _spread_of(_check_values(values, "values", percent), percent)
+
+
+def prediction_interval(values, percent: bool = False) -> tuple[float, float]:
+    """Where one more run lands, PREDICTION (99) times in 100, if runs vary as `values` did:
+    mean ± t · sd · √(1 + 1/n) (Student's t with n - 1 degrees of freedom; the √(1 + 1/n) adds the
+    new run's own noise to the uncertainty of the mean). Wider than spread's interval of the mean.
+
+    Args:
+        values: one number per run (seed), at least 2.
+        percent: the values are fractions from 0 to 1 (accuracies): the interval stops at 0 and 1.
+    Returns:
+        (low, high).
+    """
+    from scipy.stats import t
+
+    percent = check_flag(percent, "percent")
+    runs = _spread_of(_check_values(values, "values", percent), percent)
+    half_width = float(t.ppf((1 + PREDICTION) / 2, runs.n - 1)) * runs.std * math.sqrt(1 + 1 / runs.n)
+    low, high = runs.mean - half_width, runs.mean + half_width
+    return (max(low, 0.0), min(high, 1.0)) if percent else (low, high)
 
 
 # ---- two sets of runs compared ------------------------------------------------------------------

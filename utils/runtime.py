@@ -2,7 +2,9 @@
 choice, and a model's mode."""
 
 import os
+import platform
 import random
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -13,6 +15,7 @@ from torch import nn
 from utils.validation import check_whole
 
 MAX_THREADS = 4096  # more CPU threads than any machine has: a typo, not a request
+ISA_PINS = ("MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")  # variables that choose MKL's / oneDNN's code path
 
 
 def set_seed(seed: int = 0) -> int:
@@ -51,6 +54,44 @@ def torch_threads(threads: int | None) -> Iterator[int]:
         yield torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
+
+
+def _processor_model() -> str:
+    """The processor's model, e.g. "AMD EPYC (family 26, model 2, cache 1024 KB)"; coarser where the system hides it."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:  # Linux: the first processor's fields
+            fields = dict(line.split(":", 1) for line in file.read().split("\n\n")[0].splitlines() if ":" in line)
+        fields = {key.strip(): value.strip() for key, value in fields.items()}
+        if "model name" in fields:
+            numbers = [f"family {fields['cpu family']}"] if "cpu family" in fields else []
+            numbers += [f"model {fields['model']}"] if "model" in fields else []
+            numbers += [f"cache {fields['cache size']}"] if "cache size" in fields else []  # sets oneDNN's blocking
+            return f"{fields['model name']} ({', '.join(numbers)})" if numbers else fields["model name"]
+    except OSError:
+        pass
+    if platform.system() == "Darwin":
+        try:
+            found = subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5, check=True
+            )
+            return found.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor() or platform.machine() or "an unknown processor"
+
+
+def cpu_kind() -> str:
+    """The kind of CPU the last bits of a one-thread run depend on, e.g.
+    "AMD EPYC (family 26, model 2, cache 1024 KB), torch AVX512": the processor's model, the vector instructions
+    torch's own kernels use ($ATEN_CPU_CAPABILITY can lower them) and any pin of MKL's or oneDNN's
+    code path ($MKL_CBWR, $ONEDNN_MAX_CPU_ISA).
+
+    With the same torch build and one thread, two machines of one kind train bit for bit alike.
+    Another kind may add in another order inside its vector units, and over hundreds of steps those
+    last bits grow into a different run: as different as another seed, no more.
+    """
+    pins = [f"{name}={os.environ[name]}" for name in ISA_PINS if os.environ.get(name)]
+    return ", ".join([_processor_model(), f"torch {torch.backends.cpu.get_cpu_capability()}", *pins])
 
 
 def get_device(name: str | None = None) -> torch.device:
