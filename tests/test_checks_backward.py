@@ -1,0 +1,412 @@
+"""Lesson 10's checkers pass the hand-written backward passes, name each typical mistake in words, and
+turn whatever else comes back into a failure that says what came."""
+
+import math
+
+import pytest
+import torch
+from checker_cases import assert_each_named_as_itself
+
+from utils.checks.backward import (
+    check_attention_backward,
+    check_layer_norm_backward,
+    check_residual_backward,
+    check_softmax_backward,
+)
+from utils.checks.core import CheckFailed
+
+
+def blank(*args):
+    raise NotImplementedError("Hint: start from the forward")
+
+
+# ---- 1. softmax ------------------------------------------------------------------------------
+
+
+def softmax_backward(probs, grad_probs):
+    return probs * (grad_probs - (grad_probs * probs).sum(-1, keepdim=True))
+
+
+def by_the_jacobian(probs, grad_probs):
+    """The same, through the full Jacobian diag(p) - p p^T of each row."""
+    jacobian = torch.diag_embed(probs) - probs[..., :, None] * probs[..., None, :]  # (..., T, T)
+    return (jacobian @ grad_probs[..., None])[..., 0]
+
+
+SOFTMAX_MISTAKES = [
+    ("no row sum", lambda p, g: p * g, "^you left out the row-sum term"),
+    ("wrong axis", lambda p, g: p * (g - (g * p).sum(-2, keepdim=True)), r"^the row sum runs over the wrong axis"),
+    ("not times probs", lambda p, g: g - (g * p).sum(-1, keepdim=True), "^the row-sum term is not multiplied by probs"),
+    ("sign", lambda p, g: p * (g + (g * p).sum(-1, keepdim=True)), "^the row-sum term has the wrong sign"),
+    ("unweighted", lambda p, g: p * (g - g.sum(-1, keepdim=True)), "^the row sum adds up grad_probs alone"),
+    ("identity", lambda p, g: g, "^you returned grad_probs unchanged, as if softmax were the identity"),
+    ("keepdim", lambda p, g: p * (g - (g * p).sum(-1)), r"^the row sum lost its axis: without keepdim=True"),
+]
+
+
+def test_check_softmax_backward_passes_the_reference(capsys):
+    check_softmax_backward(softmax_backward)
+    check_softmax_backward(by_the_jacobian)
+    check_softmax_backward(lambda p, g: p * g - p * (p * g).sum(-1, keepdim=True))  # multiplied out
+    out = capsys.readouterr().out
+    assert out.count("✓ softmax_backward matches torch.autograd on 3 cases, (T_rows, T) and (B, heads, T, S): ") == 3
+
+
+def test_no_softmax_mistake_is_named_as_another():
+    assert_each_named_as_itself(check_softmax_backward, SOFTMAX_MISTAKES)
+
+
+def test_a_row_sum_without_keepdim_is_named_where_it_cannot_broadcast():
+    """The first case is square, where the missing keepdim still runs; on the others it crashes."""
+    from utils.checks import backward
+
+    cases = backward.SOFTMAX_CASES
+    try:
+        backward.SOFTMAX_CASES = cases[1:]
+        with pytest.raises(CheckFailed, match=r"^your function raised RuntimeError .*\(the row sum lost its axis"):
+            check_softmax_backward(lambda p, g: p * (g - (g * p).sum(-1)))
+    finally:
+        backward.SOFTMAX_CASES = cases
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda p, g: None, r"^expected a torch.Tensor, got None .* for probs of shape \(6, 6\)"),
+        (lambda p, g: softmax_backward(p, g)[..., :-1], r"^expected grad_scores of shape \(6, 6\), .*got \(6, 5\)"),
+        (lambda p, g: softmax_backward(p, g).float(), r"^expected a float64 tensor, got float32 for probs"),
+        (lambda p, g: softmax_backward(p, g) / 0 * 0, r"^36 of 36 values are NaN for probs of shape \(6, 6\)"),
+        (lambda p, g: softmax_backward(p, g) + math.inf, r"values are infinite"),
+        (lambda p, g: softmax_backward(p, g) * 1.001, r"^values differ from the reference: max difference"),
+        (lambda p, g: (softmax_backward(p, g),), r"^expected a torch.Tensor, got tuple of 1 \(Tensor\)"),
+        (lambda p, g: p.sum(dim=5), r"^your function raised IndexError"),
+    ],
+)
+def test_check_softmax_backward_says_what_came(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_softmax_backward(wrong)
+
+
+# ---- 2. attention ----------------------------------------------------------------------------
+
+
+def attention_with(*, grad_k_transposed=True, grad_v_transposed=True, scales=(1, 1, 0), row_sum=True, swap=False):
+    """attention_backward as a learner writes it, with switches for the typical mistakes; scales: the
+    power of the scale that grad_q, grad_k and grad_v carry."""
+
+    def attention_backward(q, k, v, grad_out):
+        scale = q.shape[-1] ** -0.5
+        probs = (q @ k.transpose(-2, -1) * scale).softmax(-1)  # (B, heads, T, S)
+        grad_v = (probs.transpose(-2, -1) if grad_v_transposed else probs) @ grad_out * scale ** scales[2]
+        grad_probs = grad_out @ v.transpose(-2, -1)  # (B, heads, T, S)
+        row = (grad_probs * probs).sum(-1, keepdim=True) if row_sum else 0
+        grad_scores = probs * (grad_probs - row)
+        grad_q = grad_scores @ k * scale ** scales[0]
+        grad_k = (grad_scores.transpose(-2, -1) if grad_k_transposed else grad_scores) @ q * scale ** scales[1]
+        return (grad_k, grad_q, grad_v) if swap else (grad_q, grad_k, grad_v)
+
+    return attention_backward
+
+
+attention_backward = attention_with()
+
+
+def by_einsum(q, k, v, grad_out):
+    """The same with einsum, the scale folded into q first."""
+    q = q / math.sqrt(q.shape[-1])
+    probs = torch.einsum("bhtd,bhsd->bhts", q, k).softmax(-1)
+    grad_v = torch.einsum("bhts,bhte->bhse", probs, grad_out)
+    grad_probs = torch.einsum("bhte,bhse->bhts", grad_out, v)
+    grad_scores = probs * grad_probs - probs * (probs * grad_probs).sum(-1, keepdim=True)
+    grad_q = torch.einsum("bhts,bhsd->bhtd", grad_scores, k) / math.sqrt(q.shape[-1])
+    grad_k = torch.einsum("bhts,bhtd->bhsd", grad_scores, q)
+    return [grad_q, grad_k, grad_v]  # a list is fine too
+
+
+ATTENTION_MISTAKES = [
+    (
+        "missing transpose",
+        attention_with(grad_k_transposed=False),
+        r"^grad_k is wrong: a missing transpose in grad_k: grad_k = dS\^T @ q \* scale",
+    ),
+    (
+        "grad_v",
+        attention_with(grad_v_transposed=False),
+        r"^grad_v is wrong: grad_v = probs @ grad_out is missing a transpose",
+    ),
+    ("no scale", attention_with(scales=(0, 0, 0)), "^grad_q and grad_k are wrong: the scale is left out of grad_q and"),
+    ("scale twice", attention_with(scales=(2, 2, 0)), "^grad_q and grad_k are wrong: the scale is applied twice"),
+    ("scale on v", attention_with(scales=(1, 1, 1)), "^grad_v is wrong: the scale is applied to grad_v as well"),
+    ("scale in q only", attention_with(scales=(1, 0, 0)), "^grad_k is wrong: the scale is in grad_q but not in grad_k"),
+    ("scale in k only", attention_with(scales=(0, 1, 0)), "^grad_q is wrong: the scale is in grad_k but not in grad_q"),
+    (
+        "no row sum",
+        attention_with(row_sum=False),
+        "^grad_q and grad_k are wrong: the softmax backward lacks its row-sum term",
+    ),
+    ("swapped", attention_with(swap=True), "^grad_q and grad_k are wrong: grad_q and grad_k are swapped"),
+]
+
+
+def test_check_attention_backward_passes_the_reference(capsys):
+    check_attention_backward(attention_backward)
+    check_attention_backward(by_einsum)
+    out = capsys.readouterr().out
+    assert out.count("✓ attention_backward matches torch.autograd on 3 cases (grad_q, grad_k and grad_v; ") == 2
+
+
+def test_no_attention_mistake_is_named_as_another():
+    assert_each_named_as_itself(check_attention_backward, ATTENTION_MISTAKES)
+
+
+def test_q_and_k_swapped_are_named_where_their_shapes_differ():
+    """With T != S the swapped gradients have each other's shapes; they are still named."""
+    from utils.checks import backward
+
+    cases = backward.ATTENTION_CASES
+    try:
+        backward.ATTENTION_CASES = cases[1:]
+        with pytest.raises(CheckFailed, match=r"^grad_q and grad_k are wrong: grad_q and grad_k are swapped"):
+            check_attention_backward(attention_with(swap=True))
+    finally:
+        backward.ATTENTION_CASES = cases
+
+
+def _replace(index, value):
+    """attention_backward with output `index` replaced by value(q, k, v, grads)."""
+
+    def wrong(q, k, v, grad_out):
+        grads = list(attention_backward(q, k, v, grad_out))
+        grads[index] = value(q, k, v, grads)
+        return tuple(grads)
+
+    return wrong
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (
+            lambda *args: attention_backward(*args)[:2],
+            r"^expected a tuple of 3 tensors \(grad_q, grad_k, grad_v\), got tuple of 2",
+        ),
+        (lambda *args: attention_backward(*args)[0], r"^expected a tuple of 3 tensors .*, got Tensor of dtype float64"),
+        (lambda *args: None, r"^expected a tuple of 3 tensors .*, got None"),
+        (_replace(1, lambda q, k, v, g: None), r"^grad_k: expected a torch.Tensor, got None"),
+        (_replace(2, lambda q, k, v, g: g[2].float()), r"^grad_v: expected a float64 tensor, got float32"),
+        (
+            _replace(0, lambda q, k, v, g: g[0][..., :-1]),
+            r"^expected grad_q of shape \(1, 2, 6, 4\), the shape of q, got",
+        ),
+        (_replace(1, lambda q, k, v, g: g[1] / 0 * 0), r"^grad_k: 48 of 48 values are NaN for q \(1, 2, 6, 4\)"),
+        (_replace(1, lambda q, k, v, g: g[1] * 1.001), r"^grad_k: values differ .*: grad_k = dS\^T @ q \* scale"),
+        (lambda q, k, v, g: (g @ v, q, k), r"^your function raised RuntimeError .*\(check each product's shape"),
+    ],
+)
+def test_check_attention_backward_says_what_came(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_attention_backward(wrong)
+
+
+# ---- 3. LayerNorm ----------------------------------------------------------------------------
+
+
+def layer_norm_with(*, mean_term=True, variance_term=True, weighted=True, reduce="sum", unbiased=False, eps_used=True):
+    """layer_norm_backward as a learner writes it, with switches for the typical mistakes; reduce:
+    how grad_weight and grad_bias gather the tokens ("sum", "mean" or "none")."""
+
+    def layer_norm_backward(x, weight, grad_out, eps):
+        mean = x.mean(-1, keepdim=True)
+        var = x.var(-1, keepdim=True, unbiased=unbiased)
+        rstd = 1 / torch.sqrt(var + (eps if eps_used else 0))
+        x_hat = (x - mean) * rstd
+        g_hat = grad_out * weight if weighted else grad_out
+        grad = g_hat
+        if mean_term:
+            grad = grad - g_hat.mean(-1, keepdim=True)
+        if variance_term:
+            grad = grad - x_hat * (g_hat * x_hat).mean(-1, keepdim=True)
+        lead = tuple(range(x.ndim - 1))
+        gather = {"sum": lambda t: t.sum(lead), "mean": lambda t: t.mean(lead), "none": lambda t: t}[reduce]
+        return rstd * grad, gather(grad_out * x_hat), gather(grad_out)
+
+    return layer_norm_backward
+
+
+layer_norm_backward = layer_norm_with()
+
+
+def by_rows(x, weight, grad_out, eps):
+    """The same on the rows of x flattened to (N, D), with sums over D written out."""
+    D = x.shape[-1]
+    rows, grad_rows = x.reshape(-1, D), grad_out.reshape(-1, D)  # (N, D)
+    centred = rows - rows.sum(1, keepdim=True) / D
+    rstd = ((centred**2).sum(1, keepdim=True) / D + eps) ** -0.5
+    x_hat = centred * rstd
+    g_hat = grad_rows * weight
+    grad_x = rstd / D * (D * g_hat - g_hat.sum(1, keepdim=True) - x_hat * (g_hat * x_hat).sum(1, keepdim=True))
+    return grad_x.reshape(x.shape), (grad_rows * x_hat).sum(0), grad_rows.sum(0)
+
+
+LAYER_NORM_MISTAKES = [
+    ("no mean term", layer_norm_with(mean_term=False), "^the mean term is missing from grad_x"),
+    ("no variance term", layer_norm_with(variance_term=False), "^the variance term is missing from grad_x"),
+    ("no weight", layer_norm_with(weighted=False), "^weight is not applied to grad_out in grad_x"),
+    ("not summed", layer_norm_with(reduce="none"), r"^grad_weight is not summed over the token \(and batch\) axes"),
+    ("averaged", layer_norm_with(reduce="mean"), "^grad_weight is averaged over the tokens; sum instead"),
+    ("unbiased", layer_norm_with(unbiased=True), r"^you used the unbiased variance \(dividing by D - 1"),
+    ("no eps", layer_norm_with(eps_used=False), r"^eps is missing: rstd = 1 / sqrt\(var \+ eps\)"),
+]
+
+
+def test_check_layer_norm_backward_passes_the_reference(capsys):
+    check_layer_norm_backward(layer_norm_backward)
+    check_layer_norm_backward(by_rows)
+    out = capsys.readouterr().out
+    assert (
+        out.count("✓ layer_norm_backward matches torch.autograd on 3 cases (grad_x, grad_weight and grad_bias): ") == 2
+    )
+
+
+def test_no_layer_norm_mistake_is_named_as_another():
+    assert_each_named_as_itself(check_layer_norm_backward, LAYER_NORM_MISTAKES)
+
+
+def test_grad_bias_alone_not_summed_or_averaged_is_named():
+    def bias_not_summed(x, weight, grad_out, eps):
+        grad_x, grad_weight, _ = layer_norm_backward(x, weight, grad_out, eps)
+        return grad_x, grad_weight, grad_out
+
+    def bias_averaged(x, weight, grad_out, eps):
+        grad_x, grad_weight, _ = layer_norm_backward(x, weight, grad_out, eps)
+        return grad_x, grad_weight, grad_out.mean(tuple(range(x.ndim - 1)))
+
+    with pytest.raises(CheckFailed, match=r"^grad_bias is not summed over the token \(and batch\) axes"):
+        check_layer_norm_backward(bias_not_summed)
+    with pytest.raises(CheckFailed, match="^grad_bias is averaged over the tokens"):
+        check_layer_norm_backward(bias_averaged)
+
+
+def _ln_replace(index, value):
+    """layer_norm_backward with output `index` replaced by value(x, grads)."""
+
+    def wrong(x, weight, grad_out, eps):
+        grads = list(layer_norm_backward(x, weight, grad_out, eps))
+        grads[index] = value(x, grads)
+        return tuple(grads)
+
+    return wrong
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (
+            lambda *args: layer_norm_backward(*args)[0],
+            r"^expected a tuple of 3 tensors \(grad_x, grad_weight, grad_bias\)",
+        ),
+        (lambda *args: layer_norm_backward(*args)[:2], r"^expected a tuple of 3 tensors .*, got tuple of 2"),
+        (_ln_replace(1, lambda x, g: None), r"^grad_weight: expected a torch.Tensor, got None"),
+        (_ln_replace(0, lambda x, g: g[0].float()), r"^grad_x: expected a float64 tensor, got float32 for x"),
+        (_ln_replace(0, lambda x, g: g[0] / 0 * 0), r"^grad_x: 40 of 40 values are NaN for x of shape \(5, 8\)"),
+        (_ln_replace(0, lambda x, g: g[0] * 1.001), r"^grad_x: values differ from the reference: .*: grad_x = rstd"),
+        (
+            _ln_replace(2, lambda x, g: g[2][None]),
+            r"^expected grad_bias of shape \(8,\), the shape of weight.*got \(1, 8\)",
+        ),
+        (_ln_replace(1, lambda x, g: g[1][:-1]), r"^expected grad_weight of shape \(8,\).*: grad_weight = \(grad_out"),
+        (_ln_replace(2, lambda x, g: g[2] + 0.1), r"^grad_bias: values differ .*: grad_bias = grad_out summed"),
+    ],
+)
+def test_check_layer_norm_backward_says_what_came(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_layer_norm_backward(wrong)
+
+
+def test_grad_weight_summed_over_the_batch_only_is_named_by_its_shape():
+    def batch_only(x, weight, grad_out, eps):
+        grad_x, _, grad_bias = layer_norm_backward(x, weight, grad_out, eps)
+        mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, unbiased=False)
+        return grad_x, (grad_out * (x - mean) / torch.sqrt(var + eps)).sum(0), grad_bias
+
+    with pytest.raises(
+        CheckFailed,
+        match=r"^expected grad_weight of shape \(6,\), .*got \(3, 6\) .*: grad_weight = \(grad_out \* x_hat\) summed",
+    ):
+        check_layer_norm_backward(batch_only)
+
+
+# ---- 4. a residual half block ----------------------------------------------------------------
+
+
+def residual_backward(grad_y, norm_vjp, branch_vjp):
+    return grad_y + norm_vjp(branch_vjp(grad_y))
+
+
+RESIDUAL_MISTAKES = [
+    (
+        "no residual",
+        lambda g, norm_vjp, branch_vjp: norm_vjp(branch_vjp(g)),
+        "^the residual path is missing; the gradient adds: the identity path carries grad_y straight through",
+    ),
+    ("no branch", lambda g, norm_vjp, branch_vjp: g, "^the branch is missing"),
+    (
+        "order",
+        lambda g, norm_vjp, branch_vjp: g + branch_vjp(norm_vjp(g)),
+        "^backward runs the forward in reverse: the branch's vjp first, then the norm's",
+    ),
+    ("no norm", lambda g, norm_vjp, branch_vjp: g + branch_vjp(g), "^the LayerNorm is skipped"),
+]
+
+
+def test_check_residual_backward_passes_the_reference(capsys):
+    check_residual_backward(residual_backward)
+    check_residual_backward(lambda g, norm_vjp, branch_vjp: norm_vjp(branch_vjp(g)).add_(g))
+    out = capsys.readouterr().out
+    assert out.count("✓ residual_backward matches torch.autograd through x + mlp(LayerNorm(x)) on 3 cases: ") == 2
+
+
+def test_no_residual_mistake_is_named_as_another():
+    assert_each_named_as_itself(check_residual_backward, RESIDUAL_MISTAKES)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda g, n, b: None, r"^expected a torch.Tensor, got None .* for x of shape \(2, 5, 8\)"),
+        (lambda g, n, b: (g + n(b(g)),), r"^expected a torch.Tensor, got tuple of 1"),
+        (lambda g, n, b: (g + n(b(g))).float(), r"^grad_x: expected a float64 tensor, got float32"),
+        (lambda g, n, b: (g + n(b(g)))[0], r"^expected grad_x of shape \(2, 5, 8\), the shape of x .*got \(5, 8\)"),
+        (lambda g, n, b: (g + n(b(g))) / 0 * 0, r"^grad_x: 80 of 80 values are NaN"),
+        (lambda g, n, b: 1.001 * (g + n(b(g))), r"^grad_x: values differ .*: grad_x = grad_y \+ norm_vjp"),
+        (
+            lambda g, n, b: g + n(b(g[..., :-1])),
+            r"raised ValueError .*branch_vjp takes one gradient of shape \(2, 5, 8\)",
+        ),
+        (lambda g, n, b: g + n(b), r"raised ValueError .*norm_vjp takes one gradient of shape .*, got function"),
+    ],
+)
+def test_check_residual_backward_says_what_came(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_residual_backward(wrong)
+
+
+# ---- every checker ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "checker",
+    [check_softmax_backward, check_attention_backward, check_layer_norm_backward, check_residual_backward],
+)
+def test_a_blank_exercise_passes_through(checker):
+    with pytest.raises(NotImplementedError, match="Hint: start from the forward"):
+        checker(blank)
+
+
+@pytest.mark.parametrize(
+    "checker",
+    [check_softmax_backward, check_attention_backward, check_layer_norm_backward, check_residual_backward],
+)
+def test_a_called_function_is_refused(checker):
+    with pytest.raises(CheckFailed, match="^expected your function itself"):
+        checker(torch.zeros(3))
