@@ -10,6 +10,12 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 LAB_ARGS ?=
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+# The installer: uv (https://docs.astral.sh/uv/) installs the same pins from requirements.txt about
+# ten times faster than pip (measured: 6.6 s against 70 s for the runtime stack), so it is used when
+# it is on PATH and pip has no configuration of its own: uv does not read pip.conf or PIP_* variables,
+# so a machine that points pip at local wheels or another index keeps pip. INSTALLER=pip forces pip.
+INSTALLER ?= $(if $(and $(shell command -v uv),$(if $(shell $(PYTHON) -m pip config list 2>/dev/null),,none)),uv,pip)
+INSTALL = $(if $(filter uv,$(INSTALLER)),uv pip install --python $(BIN)/python,$(BIN)/python -m pip install)
 
 .PHONY: lab test test-lib test-notebook lint format run-notebooks checkpoints experiments claims exercises measure check-binder bench weights clean
 
@@ -84,9 +90,11 @@ check-binder:
 weights: $(VENV)/.runtime
 	$(BIN)/python -c "from utils.weights import download_vit_b16; print(download_vit_b16())"
 
-## make bench: time the attention implementations and the tiny ViT's training (the README's Performance table)
-bench: $(VENV)/.runtime
+## make bench: time the attention implementations, the tiny ViT's training, and the course's ViT against
+## transformers' (the README's Performance tables)
+bench: $(VENV)/.dev
 	$(BIN)/python -m utils.bench
+	$(BIN)/python tools/peer_bench.py
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
@@ -94,13 +102,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.runtime: requirements.txt pyproject.toml binder/overrides.json | $(BIN)/python
-	$(BIN)/python -m pip install -r requirements.txt -e .
+	$(INSTALL) -r requirements.txt -e .
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
 	cp binder/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
 
 $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
-	$(BIN)/python -m pip install -r requirements-dev.txt
+	$(INSTALL) -r requirements-dev.txt
 	@touch $@
 
 clean:

@@ -292,8 +292,8 @@ def format_table(results: list[dict]) -> str:
         ]
     lines += [
         "",
-        "MultiHeadSelfAttention (implementation='auto') runs the fused kernel when autograd records the call",
-        "and no weights are requested; return_attention=True and torch.no_grad() run the explicit one.",
+        "MultiHeadSelfAttention (implementation='auto') runs the fused kernel whenever no weights are",
+        "requested, in training and inference; return_attention=True runs the explicit one.",
     ]
     return "\n".join(lines)
 
