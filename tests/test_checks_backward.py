@@ -74,10 +74,10 @@ def test_a_row_sum_without_keepdim_is_named_where_it_cannot_broadcast():
     [
         (lambda p, g: None, r"^expected a torch.Tensor, got None .* for probs of shape \(6, 6\)"),
         (lambda p, g: softmax_backward(p, g)[..., :-1], r"^expected grad_scores of shape \(6, 6\), .*got \(6, 5\)"),
-        (lambda p, g: softmax_backward(p, g).float(), r"^expected a float64 tensor, got float32 for probs"),
-        (lambda p, g: softmax_backward(p, g) / 0 * 0, r"^36 of 36 values are NaN for probs of shape \(6, 6\)"),
+        (lambda p, g: softmax_backward(p, g).float(), r"^grad_scores: expected a float64 tensor, got float32"),
+        (lambda p, g: softmax_backward(p, g) / 0 * 0, r"^grad_scores: 36 of 36 values are NaN for probs of"),
         (lambda p, g: softmax_backward(p, g) + math.inf, r"values are infinite"),
-        (lambda p, g: softmax_backward(p, g) * 1.001, r"^values differ from the reference: max difference"),
+        (lambda p, g: softmax_backward(p, g) * 1.001, r"^grad_scores: values differ from the reference"),
         (lambda p, g: (softmax_backward(p, g),), r"^expected a torch.Tensor, got tuple of 1 \(Tensor\)"),
         (lambda p, g: p.sum(dim=5), r"^your function raised IndexError"),
     ],

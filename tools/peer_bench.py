@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.bench import machine_info
+from utils.bench import report
 from utils.pretrained import from_hf
 from utils.vit import ViTConfig
 
@@ -207,13 +207,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the tiny case only, 3 rounds (a few seconds)")
     args = parser.parse_args(argv)
-    print(f"ViT from Scratch against transformers: {machine_info()}")
-    start = time.perf_counter()
-    rows = run_peer_benchmark(quick=args.quick, verbose=True)
-    print()
-    print(format_peer_table(rows))
-    print(f"\n({'quick' if args.quick else 'full'} run, {time.perf_counter() - start:.0f} s)")
-    return rows
+    return report(
+        "against transformers",
+        lambda: run_peer_benchmark(quick=args.quick, verbose=True),
+        format_peer_table,
+        args.quick,
+    )
 
 
 if __name__ == "__main__":

@@ -310,12 +310,20 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"ViT from Scratch attention benchmark: {machine_info()}")
+    return report(
+        "attention benchmark", lambda: run_benchmark(quick=args.quick, verbose=True), format_table, args.quick
+    )
+
+
+def report(title: str, run: Callable[[], list[dict]], table: Callable[[list[dict]], str], quick: bool) -> list[dict]:
+    """Print what ran the benchmark, run it, print its table and how long it took; return its rows
+    (the command lines of this benchmark and of tools/peer_bench.py)."""
+    print(f"ViT from Scratch {title}: {machine_info()}")
     start = time.perf_counter()
-    results = run_benchmark(quick=args.quick, verbose=True)
+    results = run()
     print()
-    print(format_table(results))
-    print(f"\n({'quick' if args.quick else 'full'} run, {time.perf_counter() - start:.0f} s)")
+    print(table(results))
+    print(f"\n({'quick' if quick else 'full'} run, {time.perf_counter() - start:.0f} s)")
     return results
 
 

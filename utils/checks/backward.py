@@ -80,6 +80,22 @@ def _raise_if_known_combination(
             raise CheckFailed(f"{_listed(differ)} wrong: {reason} ({where})")
 
 
+def _compare_gradient(got, expected: torch.Tensor, where: str, name: str, of: str, rule: str, **options) -> str:
+    """compare() for one float64 gradient: shaped like `of`, within _atol of the reference, and the
+    rule that computes it as the advice of any failure. `options`: mistakes, hints, ...; returns the verdict."""
+    return compare(
+        got,
+        expected,
+        where,
+        shape_wording=f"expected {name} of shape {{}}, the shape of {of}",
+        atol=_atol(expected),
+        name=name,
+        advice=f": {rule}",
+        same_dtype=True,
+        **options,
+    )
+
+
 # ---- 1. softmax ------------------------------------------------------------------------------
 
 SOFTMAX_CASES = [  # the shape of probs: (T_rows, T), then (B, heads, T, S)
@@ -137,18 +153,17 @@ def check_softmax_backward(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tens
         where = f"for probs of shape {shape}"
         got = call_learner(fn, probs.clone(), grad_probs.clone(), where=where, explain=_explain_broadcast)
         verdicts.append(
-            compare(
+            _compare_gradient(
                 got,
                 expected,
                 where,
-                shape_wording="expected grad_scores of shape {}, the shape of probs",
+                "grad_scores",
+                "probs",
+                SOFTMAX_RULE,
                 any_shape_hint="there is one gradient per score, and the scores have the shape of probs",
-                atol=_atol(expected),
                 mistakes=_softmax_mistakes(probs, grad_probs),
                 **MISTAKE_TOL,
-                advice=f": {SOFTMAX_RULE}",
                 nan_hint="softmax's backward needs no division or exp: " + SOFTMAX_RULE,
-                same_dtype=True,
             )
         )
     print(
@@ -257,19 +272,9 @@ def check_attention_backward(
         mistakes = _attention_mistakes(q, k, v, grad_out, expected)
         _raise_if_known_combination(got, mistakes, expected, ATTENTION_NAMES, where)
         for name, tensor, right, of in zip(ATTENTION_NAMES, got, expected, "qkv"):
+            hint = f"a gradient has the shape of what it is the gradient of, here {of}; " + PRODUCT_SHAPES
             verdicts.append(
-                compare(
-                    tensor,
-                    right,
-                    where,
-                    shape_wording=f"expected {name} of shape {{}}, the shape of {of}",
-                    any_shape_hint=f"a gradient has the shape of what it is the gradient of, here {of}; "
-                    + PRODUCT_SHAPES,
-                    atol=_atol(right),
-                    name=name,
-                    advice=f": {ATTENTION_RULES[name]}",
-                    same_dtype=True,
-                )
+                _compare_gradient(tensor, right, where, name, of, ATTENTION_RULES[name], any_shape_hint=hint)
             )
     print(
         f"✓ attention_backward matches torch.autograd on {len(ATTENTION_CASES)} cases (grad_q, grad_k and grad_v; "
@@ -374,19 +379,17 @@ def check_layer_norm_backward(
         for name, tensor, right in zip(LAYER_NORM_NAMES, got, expected):
             of = "x" if name == "grad_x" else "weight: one number per feature"
             verdicts.append(
-                compare(
+                _compare_gradient(
                     tensor,
                     right,
                     where,
-                    shape_wording=f"expected {name} of shape {{}}, the shape of {of}",
+                    name,
+                    of,
+                    LAYER_NORM_RULES[name],
                     any_shape_hint=None if name == "grad_x" else LAYER_NORM_RULES[name],
-                    atol=_atol(right),
                     mistakes=mistakes[name],
                     **MISTAKE_TOL,
-                    name=name,
-                    advice=f": {LAYER_NORM_RULES[name]}",
                     nan_hint="rstd = 1 / sqrt(var + eps) is finite as long as eps is inside the square root",
-                    same_dtype=True,
                 )
             )
     print(
@@ -464,17 +467,15 @@ def check_residual_backward(fn: Callable[[torch.Tensor, Callable, Callable], tor
         where = f"for x of shape {shape}"
         got = call_learner(fn, grad_y.clone(), norm_vjp, branch_vjp, where=where)
         verdicts.append(
-            compare(
+            _compare_gradient(
                 got,
                 expected,
                 where,
-                shape_wording="expected grad_x of shape {}, the shape of x (and of grad_y)",
-                atol=_atol(expected),
+                "grad_x",
+                "x (and of grad_y)",
+                RESIDUAL_RULE,
                 mistakes=_residual_mistakes(grad_y, norm_vjp, branch_vjp),
                 **MISTAKE_TOL,
-                name="grad_x",
-                advice=f": {RESIDUAL_RULE}",
-                same_dtype=True,
             )
         )
     print(
