@@ -17,7 +17,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 INSTALLER ?= $(if $(and $(shell command -v uv),$(if $(shell $(PYTHON) -m pip config list 2>/dev/null),,none)),uv,pip)
 INSTALL = $(if $(filter uv,$(INSTALLER)),uv pip install --python $(BIN)/python,$(BIN)/python -m pip install)
 
-.PHONY: lab test test-lib test-notebook lint format run-notebooks checkpoints experiments claims exercises measure check-binder bench weights clean
+.PHONY: lab test test-lib test-compat test-notebook lint format run-notebooks checkpoints experiments claims exercises measure check-binder bench weights site clean
 
 ## make lab: set up .venv and open JupyterLab on lesson 1
 lab: $(VENV)/.runtime
@@ -34,6 +34,12 @@ test: lint
 ## browser, no ViT-B/16 stand-in (the markers notebook, browser and slow in pyproject.toml)
 test-lib: $(VENV)/.dev
 	$(BIN)/python -m pytest tests -m "not notebook and not browser and not slow"
+
+## make test-compat: the compatibility lane, every lesson and the library's tests on other versions than
+## requirements.txt's (compat/latest.txt, the newest releases; compat/colab.txt, a Colab-like older stack,
+## the lessons' Colab cell installing the course), one line per lesson; in .compat/ (about 25 minutes)
+test-compat:
+	$(PYTHON) tools/compat.py $(STACKS)
 
 ## make lint: ruff's rules and formatting on the library, the tests, the tools and the lessons
 lint: $(VENV)/.dev
@@ -75,10 +81,18 @@ claims: $(VENV)/.runtime
 exercises: $(VENV)/.runtime
 	$(BIN)/python tools/exercises.py exercises $(if $(filter-out 0,$(FORCE)),--force)
 
+## make site: the course as a website in _site/html/ (open index.html): the README as its home page, each
+## lesson with its committed outputs (nothing is run), launch buttons at the release tag; built and read
+## offline (about 10 s). HUB=https://your.hub adds a JupyterHub button (nbgitpuller); SITE_DIR=... elsewhere
+site: $(VENV)/.dev
+	SITE_JUPYTERHUB="$(HUB)" $(BIN)/python -m sphinx -M html . $(or $(SITE_DIR),_site) -c docs/site -E -W --keep-going
+
 ## make measure: each lesson's wall time and kernel peak memory, full budgets, into the README,
-## without touching the notebooks (fails if a kernel passes Binder's 1 GB; about 10 minutes)
+## without touching the notebooks, then lessons 5 and 6 inside a JupyterLab server, the server's memory
+## added (fails if a kernel, or server and kernel together, pass Binder's 1 GB; about 17 minutes)
 measure: $(VENV)/.dev
 	$(BIN)/python tools/notebook_budget.py --readme
+	$(BIN)/python tools/binder_memory.py --readme
 
 ## make check-binder: build a scratch venv from binder/ (torch from PyPI's CPU wheel instead of the
 ## +cpu index, which this check may not reach), run postBuild in it, then lesson 1 under nbval
@@ -112,4 +126,4 @@ $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 	@touch $@
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache .compat _site

@@ -59,19 +59,34 @@ def torch_layer_from(block: EncoderBlock) -> nn.TransformerEncoderLayer:
     return layer.eval()
 
 
-def to_hub_file_layout(state_dict: dict) -> dict:
-    """transformers 5.24's names -> those of the hub's checkpoint files (older transformers)."""
-    renames = {
-        "attention.q_proj": "attention.attention.query",
-        "attention.k_proj": "attention.attention.key",
-        "attention.v_proj": "attention.attention.value",
-        "attention.o_proj": "attention.output.dense",
-        "mlp.fc1": "intermediate.dense",
-        "mlp.fc2": "output.dense",
-    }
+# transformers 5's names for a layer's tensors -> those of the hub's checkpoint files (transformers 4's)
+V5_TO_HUB = {
+    "attention.q_proj": "attention.attention.query",
+    "attention.k_proj": "attention.attention.key",
+    "attention.v_proj": "attention.attention.value",
+    "attention.o_proj": "attention.output.dense",
+    "mlp.fc1": "intermediate.dense",
+    "mlp.fc2": "output.dense",
+}
+LAYER_NAME = re.compile(r"(vit\.)?(?:layers|encoder\.layer)\.(\d+)\.(.+)\.(weight|bias)")
+
+
+def _renamed(state_dict: dict, layers: str, renames: dict) -> dict:
+    """The state dict with each layer tensor named `<vit.>{layers}.<i>.<renamed part>.<kind>`."""
     out = {}
     for name, tensor in state_dict.items():
-        if m := re.fullmatch(r"(vit\.)?layers\.(\d+)\.(.+)\.(weight|bias)", name):
-            name = f"{m[1] or ''}encoder.layer.{m[2]}.{renames.get(m[3], m[3])}.{m[4]}"
+        if m := LAYER_NAME.fullmatch(name):
+            name = f"{m[1] or ''}{layers}.{m[2]}.{renames.get(m[3], m[3])}.{m[4]}"
         out[name] = tensor
     return out
+
+
+def to_hub_file_layout(state_dict: dict) -> dict:
+    """transformers 5.24's names -> those of the hub's checkpoint files (older transformers)."""
+    return _renamed(state_dict, "encoder.layer", V5_TO_HUB)
+
+
+def to_v5_names(state_dict: dict) -> dict:
+    """The hub files' names (transformers 4 uses them too) -> transformers 5's; names already in
+    transformers 5's layout pass unchanged, so a test reads the same keys on either version."""
+    return _renamed(state_dict, "layers", {hub: v5 for v5, hub in V5_TO_HUB.items()})

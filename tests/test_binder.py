@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 from lessons import ROOT
 
 BINDER = ROOT / "binder"
@@ -25,6 +26,7 @@ def pins(path: Path) -> dict[str, str]:
 def test_binder_pins_the_same_versions_with_cpu_torch():
     top, binder = pins(ROOT / "requirements.txt"), pins(BINDER / "requirements.txt")
     assert binder.pop("torch") == top.pop("torch") + "+cpu"  # PyPI's Linux torch would pull CUDA
+    assert binder.pop("jupyter-offlinenotebook")  # Binder's save-to-browser buttons, nothing a lesson imports
     assert binder == top
 
 
@@ -80,6 +82,8 @@ def test_lab_settings_name_real_plugins_and_options():
 
 
 def test_make_lab_uses_the_same_settings():
+    if Path(sys.prefix).resolve() != (ROOT / ".venv").resolve():
+        pytest.skip("checks make lab's .venv, and this is another environment (the compatibility lane's)")
     installed = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     assert installed.read_text() == (BINDER / "overrides.json").read_text(), "run make lab (or make test) to refresh"
 

@@ -26,6 +26,15 @@ import pytest
 from lessons import NOTEBOOKS, ROOT, TOKEN, cells_needed, read_cells, shows_widget
 
 CHROMIUM = "/usr/bin/chromium"
+# as root in a container, with no network but loopback: no sandbox, no GPU, no calls home
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ARTIFACTS = ROOT / "test-artifacts"
 TIMEOUT_S = 30  # for one widget to redraw after a key press
 # the notebook on show: tabs that another test left open stay in the page, hidden
@@ -210,17 +219,7 @@ def test_widgets_work_in_jupyterlab(lab_url, lesson):
     notebook, stem = lesson.notebook, lesson.notebook.removesuffix(".ipynb")
     lab_path, code_cells = widgets_part(notebook)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         try:
             # a workspace of its own: no tab from another lesson's test is restored beside it

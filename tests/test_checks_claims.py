@@ -304,8 +304,10 @@ def test_the_verdict_cases_are_what_the_docstring_says():
     assert identical and all(r.p == 1.0 and r.t == 0 for r in identical)  # compare: p = 1 for identical lists
     assert any(r.significant and abs(r.difference) < min(r.a.std, r.b.std) for r in results)
     a, b, _ = VERDICT_CASES[-1]
-    assert stats.ttest_ind(a, b, equal_var=False).pvalue == 0.05  # exactly, as scipy computes it
-    assert not compare(a, b).significant
+    p = stats.ttest_ind(a, b, equal_var=False).pvalue  # 0.05 exactly with scipy 1.17, 2e-17 below with 1.15
+    edge = compare(a, b)
+    assert abs(p - 0.05) < 1e-15 and abs(edge.p - 0.05) < 1e-15
+    assert edge.significant == (edge.p < 0.05)  # decided by the p compare computed, on any scipy
 
 
 def round_p(a, b, result):

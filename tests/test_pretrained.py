@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers
-from references import randomize_, to_hub_file_layout
+from references import randomize_, to_hub_file_layout, to_v5_names
 from safetensors.torch import save_file
 
 from utils.embeddings import resize_pos_embed, sincos_pos_embed_2d
@@ -55,8 +55,14 @@ def hf_vit(name: str, classifier: bool = True, seed: int = 0):
     return randomize_(model).eval()
 
 
-def test_the_hf_names_are_those_of_transformers_5():
+def test_the_hf_names_are_those_of_this_transformers():
+    """transformers 5 renamed the layers' tensors; 4 (the compatibility lane's Colab stack) uses the
+    hub files' names. The tests below read transformers 5's names through to_v5_names on either."""
     names = set(hf_vit("32px-p8-1layer-1head").state_dict())
+    if int(transformers.__version__.split(".")[0]) < 5:
+        assert names == set(to_hub_file_layout(to_v5_names(hf_vit("32px-p8-1layer-1head").state_dict())))
+        assert "vit.encoder.layer.0.attention.attention.query.weight" in names
+        return
     assert {
         "vit.layers.0.attention.q_proj.weight",
         "vit.layers.0.attention.o_proj.bias",
@@ -113,7 +119,7 @@ def test_a_bare_vit_model_drops_its_pooler(layout):
 
 
 def test_hf_to_timm_fuses_q_k_v_in_that_order():
-    state = hf_vit("32px-p8-1layer-1head").state_dict()
+    state = to_v5_names(hf_vit("32px-p8-1layer-1head").state_dict())
     fused = hf_to_timm(state)
     q, k, v = fused["blocks.0.attn.qkv.weight"].chunk(3)  # (D, D) each
     assert torch.equal(q, state["vit.layers.0.attention.q_proj.weight"])
@@ -132,14 +138,14 @@ def test_hf_to_timm_fuses_q_k_v_in_that_order():
     ],
 )
 def test_hf_to_timm_rejects_unknown_keys_and_a_lone_projection(edit, key):
-    state = dict(hf_vit("32px-p8-1layer-1head").state_dict())
+    state = to_v5_names(hf_vit("32px-p8-1layer-1head").state_dict())
     edit(state)
     with pytest.raises(ValueError, match=key):
         hf_to_timm(state)
 
 
 def test_hf_to_timm_takes_pairs_in_any_order_and_fuses_as_they_come():
-    state = hf_vit("48px-p16-3layers-no-qkv-bias").state_dict()
+    state = to_v5_names(hf_vit("48px-p16-3layers-no-qkv-bias").state_dict())
     expected = hf_to_timm(state)
     shuffled = list(state.items())[::-1]  # v before k before q, the last layer first
     got = hf_to_timm(iter(shuffled))
@@ -151,7 +157,7 @@ def test_hf_to_timm_takes_pairs_in_any_order_and_fuses_as_they_come():
 
 
 def test_hf_to_timm_rejects_q_k_v_of_different_shapes():
-    state = dict(hf_vit("32px-p8-1layer-1head").state_dict())
+    state = to_v5_names(hf_vit("32px-p8-1layer-1head").state_dict())
     state["vit.layers.0.attention.k_proj.weight"] = torch.zeros(16, 8)
     with pytest.raises(ValueError, match="differ in shape"):
         hf_to_timm(state)

@@ -2,14 +2,22 @@
 link (Binder, Colab, nbgitpuller) is built from the one public address in pyproject.toml and the
 release tag v<version>, never from HEAD or another guess."""
 
+import importlib.metadata
 import json
 import re
+import subprocess
+import sys
+import types
+from pathlib import Path
 from urllib.parse import parse_qs, quote, urlparse
 
+import nbformat
 import pytest
 import tomllib
 import yaml
 from lessons import ROOT
+
+from tools import launch_links
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 ADDRESS = PROJECT["urls"]["Repository"]
@@ -39,7 +47,7 @@ def is_template(link: str) -> bool:
     return "<" in link
 
 
-def launch_links() -> list[tuple[str, str]]:
+def found_launch_links() -> list[tuple[str, str]]:
     """(file, link) for every Binder, Colab and nbgitpuller link that names a real repository."""
     return [
         (name, link) for name, text in texts().items() for link in LAUNCH_LINK.findall(text) if not is_template(link)
@@ -52,7 +60,7 @@ def test_the_address_is_a_github_repository_and_the_version_a_release():
 
 
 def test_every_launch_link_is_built_from_the_address_and_the_release_tag():
-    links = launch_links()
+    links = found_launch_links()
     assert any("mybinder.org" in link for _, link in links), "the README's Binder badge is missing"
     assert any("git-pull" in link for _, link in links), "the guide's nbgitpuller link for the course is missing"
     wrong = []
@@ -110,3 +118,86 @@ def test_citation_and_changelog_agree_with_pyproject():
     changelog = (ROOT / "CHANGELOG.md").read_text()
     assert re.search(rf"^## {re.escape(PROJECT['version'])}\b", changelog, re.MULTILINE), "no entry for the version"
     assert PROJECT["authors"] and PROJECT["classifiers"]
+
+
+# --- Colab: a badge and a first cell in every lesson ------------------------------------------
+
+
+def test_every_lesson_has_its_badges_and_colab_cell_from_the_address_and_tag():
+    """tools/launch_links.py made them; run it after a change of address or version."""
+    assert launch_links.main(["--check"]) == 0
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = nbformat.read(path, as_version=4).cells
+        assert launch_links.colab_url(path.name) in cells[0].source, f"{path.name}: no Colab badge for itself"
+        assert launch_links.binder_url(path.name) in cells[0].source, f"{path.name}: no Binder badge for itself"
+        code = [cell for cell in cells if cell.cell_type == "code"]
+        assert launch_links.is_colab_cell(code[0]), f"{path.name}: the Colab cell must be the first code cell"
+        assert f"git+{ADDRESS}@{TAG}" in code[0].source
+        assert not code[0].outputs, f"{path.name}: the Colab cell printed something outside Colab"
+
+
+class Pip:
+    """Stands in for subprocess.run: records each pip command and the constraint file it names."""
+
+    def __init__(self):
+        self.commands, self.constraints = [], []
+
+    def __call__(self, command, check=False):
+        assert check, "a failed install must stop the lesson"
+        self.commands.append(command)
+        if "--constraint" in command:
+            self.constraints.append(Path(command[command.index("--constraint") + 1]).read_text())
+
+
+def run_colab_cell(monkeypatch, on_colab: bool, installed: dict[str, str], source: str | None = None) -> Pip:
+    """Execute the lessons' Colab cell with `installed` as the machine's packages (name -> version)."""
+    pip = Pip()
+    if on_colab:
+        monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    if source is None:
+        monkeypatch.delenv("VIT_FROM_SCRATCH_SOURCE", raising=False)
+    else:
+        monkeypatch.setenv("VIT_FROM_SCRATCH_SOURCE", source)
+
+    def version(name):
+        if name not in installed:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return installed[name]
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    monkeypatch.setattr(
+        importlib.metadata, "requires", lambda name: [f"{d} ; python_version >= '3'" for d in DEPENDENCIES]
+    )
+    monkeypatch.setattr(subprocess, "run", pip)
+    exec(launch_links.colab_cell_source(), {"__name__": "__main__"})
+    return pip
+
+
+DEPENDENCIES = PROJECT["dependencies"]  # e.g. "torch>=2.1"
+COLAB = {"torch": "2.13.0+cpu", "numpy": "2.0.2"} | {re.split(r"[<>=]", d)[0]: "1.0" for d in DEPENDENCIES[2:]}
+
+
+def test_the_colab_cell_does_nothing_outside_colab(monkeypatch):
+    assert run_colab_cell(monkeypatch, on_colab=False, installed={}).commands == []
+
+
+def test_the_colab_cell_does_nothing_once_the_course_is_installed(monkeypatch):
+    installed = COLAB | {"vit-from-scratch": PROJECT["version"]}
+    assert run_colab_cell(monkeypatch, on_colab=True, installed=installed).commands == []
+
+
+def test_on_colab_the_cell_installs_the_course_alone_when_colab_has_every_dependency(monkeypatch):
+    pip = run_colab_cell(monkeypatch, on_colab=True, installed=COLAB)
+    assert pip.commands == [[sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", f"git+{ADDRESS}@{TAG}"]]
+
+
+def test_on_colab_the_cell_adds_only_what_is_missing_and_keeps_colabs_torch_and_numpy(monkeypatch):
+    lacking = {name: version for name, version in COLAB.items() if name not in ("safetensors", "scikit-image")}
+    pip = run_colab_cell(monkeypatch, on_colab=True, installed=lacking, source="/somewhere/vit-from-scratch")
+    assert pip.commands[0][-2:] == ["--no-deps", "/somewhere/vit-from-scratch"]
+    second = pip.commands[1]
+    assert sorted(second[second.index("--constraint") + 2 :]) == ["safetensors", "scikit-image"]
+    assert pip.constraints == ["torch==2.13.0+cpu\nnumpy==2.0.2"]
+    assert len(pip.commands) == 2

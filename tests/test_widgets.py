@@ -1,15 +1,26 @@
 """The widgets, driven from Python: move a control, check what is now drawn and reported."""
 
+import atexit
+import base64
+import builtins
+import io
 import math
+import sys
 
+import ipywidgets
 import numpy as np
 import pytest
 import torch
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.display import display
+from IPython.utils.capture import capture_output
+from PIL import Image
 from references import randomize_
+from traitlets.config import Config
 
 from utils import VisionTransformer, ViTConfig, pos_embed_similarity, sincos_pos_embed_2d
 from utils.embeddings import neighbour_similarity
-from utils.widgets import AttentionExplorer, PatchSlicer, PositionSimilarityExplorer, SoftmaxTemperature
+from utils.widgets import WIDGET_VIEW, AttentionExplorer, PatchSlicer, PositionSimilarityExplorer, SoftmaxTemperature
 
 
 def test_patch_slicer_redraws_the_grid_and_the_counts():
@@ -338,3 +349,152 @@ def test_position_explorer_every_step_of_valid_snapshots_draws(tables):
         torch.testing.assert_close(explorer.similarity, pos_embed_similarity(table))
     explorer.row.value, explorer.col.value = 2, 3  # the far corner
     assert explorer.map.shape == (3, 4)
+
+
+# ---- shown without a kernel: every explorer's output carries its picture and its state --------
+# A notebook viewed on GitHub, nbviewer or the site has no kernel to draw the live widget: there the
+# output's image/png shows, and text/plain (which nbval compares) names the controls' values.
+
+
+@pytest.fixture
+def explorers(vit, tables):
+    """{name: (explorer, a control move, its text/plain before the move, and after)}."""
+    model, images, _, _ = vit
+    named, snapshots = tables
+
+    def move_attention(explorer):
+        explorer.image.value, explorer.layer.value, explorer.head.value = 2, 1, 1
+        explorer.query.value, explorer.row.value, explorer.col.value = "patch", 2, 1
+
+    def move_position(explorer):
+        explorer.table.value, explorer.step.value = PositionSimilarityExplorer.DURING_TRAINING, 10
+        explorer.row.value, explorer.col.value = 0, 3
+
+    def move(control, value):
+        return lambda explorer: setattr(getattr(explorer, control), "value", value)
+
+    return {
+        "PatchSlicer": (
+            PatchSlicer(torch.rand(3, 32, 32), patch_size=16),
+            move("patch_size", 4),
+            "patch size 16 px: 2 x 2 patches + 1 class token = 5 tokens",
+            "patch size 4 px: 8 x 8 patches + 1 class token = 65 tokens",
+        ),
+        "SoftmaxTemperature": (
+            SoftmaxTemperature(torch.tensor([2.0, 1.0, 0.0, -1.0])),
+            move("scale", 10.0),
+            "softmax(1.00 x scores) over 4 keys",
+            "softmax(10.00 x scores) over 4 keys",
+        ),
+        "AttentionExplorer": (
+            AttentionExplorer(model, images),
+            move_attention,
+            "image 0, class token: layer 3, mean of the heads",
+            "image 2, patch (2, 1): layer 1, head 2",
+        ),
+        "PositionSimilarityExplorer": (
+            PositionSimilarityExplorer(named, (3, 4), snapshots=snapshots),
+            move_position,
+            "table learned, position (1, 2)",
+            "table learned, during training, step 10, position (0, 3)",
+        ),
+    }
+
+
+EXPLORERS = ["PatchSlicer", "SoftmaxTemperature", "AttentionExplorer", "PositionSimilarityExplorer"]
+
+
+@pytest.fixture
+def shell(tmp_path, monkeypatch):
+    """An IPython shell, as inside a kernel (display() publishes only through one), gone after the
+    test with what it changed: no history file, its profile in tmp_path; sys.modules["__main__"],
+    the builtins it adds and its exit hook taken back."""
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])  # the shell puts its own there
+    config = Config()
+    config.HistoryManager.enabled = False
+    before = set(vars(builtins))
+    shell = InteractiveShell.instance(config=config)
+    yield shell
+    atexit.unregister(shell.atexit_operations)
+    InteractiveShell.clear_instance()
+    for name in set(vars(builtins)) - before:  # __IPYTHON__, display
+        delattr(builtins, name)
+
+
+def as_last_expression(explorer) -> dict:
+    """The bundle a kernel sends when a cell ends with `explorer` (its display hook's), and that
+    nothing was published beside it."""
+    with capture_output() as captured:
+        data, _ = InteractiveShell.instance().displayhook.compute_format_data(explorer)
+    assert not captured.outputs, "the explorer published a display of its own"
+    return data
+
+
+def with_display(explorer) -> dict:
+    """The bundle that `display(explorer)` publishes."""
+    with capture_output() as captured:
+        display(explorer)
+    assert len(captured.outputs) == 1, f"expected one display of the explorer, got {len(captured.outputs)}"
+    return captured.outputs[0].data
+
+
+def picture(bundle: dict) -> np.ndarray:
+    """The bundle's image/png (base64, as notebooks store it), decoded: (height, width, 4) RGBA."""
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(bundle["image/png"]))).convert("RGBA"))
+
+
+def rendering(fig) -> np.ndarray:
+    """The figure drawn as it is now, (height, width, 4) RGBA at its own DPI: what the PNG must hold."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="rgba", dpi=fig.dpi)
+    width, height = (fig.get_size_inches() * fig.dpi).round().astype(int)
+    return np.frombuffer(buffer.getvalue(), np.uint8).reshape(height, width, 4)
+
+
+@pytest.mark.usefixtures("shell")
+@pytest.mark.parametrize("name", EXPLORERS)
+@pytest.mark.parametrize("show", [as_last_expression, with_display], ids=["last-expression", "display"])
+def test_a_shown_explorer_carries_the_live_widget_its_picture_and_its_state(explorers, name, show):
+    explorer, _, state, _ = explorers[name]
+    hooks = []
+    if hasattr(explorer, "on_displayed"):  # ipywidgets 7: a box's hooks still run when it is shown
+        explorer.on_displayed(lambda widget, **kwargs: hooks.append(widget))
+    bundle = show(explorer)
+    assert set(bundle) == {"text/plain", "image/png", WIDGET_VIEW}
+    assert bundle[WIDGET_VIEW] == {"version_major": 2, "version_minor": 0, "model_id": explorer.model_id}
+    assert bundle["text/plain"] == f"{name}: {state} (interactive in Jupyter)"  # no address, no id: nbval compares it
+    width, height = (explorer.fig.get_size_inches() * explorer.fig.dpi).round().astype(int)
+    assert picture(bundle).shape == (height, width, 4)  # the figure's own size, not a screenshot of the page
+    np.testing.assert_array_equal(picture(bundle), rendering(explorer.fig))
+    assert hooks == ([explorer] if hasattr(explorer, "on_displayed") else [])
+
+
+@pytest.mark.usefixtures("shell")
+@pytest.mark.parametrize("name", EXPLORERS)
+def test_an_explorer_s_picture_and_state_follow_its_controls(explorers, name):
+    explorer, move, before, after = explorers[name]
+    first = with_display(explorer)
+    move(explorer)
+    second = with_display(explorer)
+    assert first["text/plain"] == f"{name}: {before} (interactive in Jupyter)"
+    assert second["text/plain"] == f"{name}: {after} (interactive in Jupyter)"
+    assert first["image/png"] != second["image/png"], "the picture did not change when the controls moved"
+    np.testing.assert_array_equal(picture(second), rendering(explorer.fig))  # the figure now, not at first display
+    assert second[WIDGET_VIEW] == first[WIDGET_VIEW]  # the same live widget
+
+
+@pytest.mark.usefixtures("shell")
+@pytest.mark.parametrize("name", EXPLORERS)
+def test_an_explorer_hands_ipython_one_bundle_under_either_ipywidgets(explorers, name):
+    """ipywidgets 8 builds its bundle in _repr_mimebundle_; ipywidgets 7 (Colab's) publishes its own
+    from Widget._ipython_display_, which IPython prefers: there the explorer's raises
+    NotImplementedError, so that IPython's formatter asks _repr_mimebundle_ as under ipywidgets 8."""
+    explorer = explorers[name][0]
+    if hasattr(ipywidgets.Widget, "_ipython_display_"):
+        with pytest.raises(NotImplementedError):
+            explorer._ipython_display_()
+    else:
+        assert not hasattr(explorer, "_ipython_display_")
+    data, _ = InteractiveShell.instance().display_formatter.format(explorer, include=["image/png"])
+    assert set(data) == {"image/png"}  # and the formatter's include= applies to it

@@ -3,9 +3,12 @@
 Each widget takes tensors (never notebook globals), exposes its controls as attributes so that
 tests can drive them, and redraws only its own figure when a control moves. Inputs that do not
 fit each other raise a ValueError when the widget is built, not on a later slider move. Display
-one by leaving it as a cell's last expression, or with `display(widget)`.
+one by leaving it as a cell's last expression, or with `display(widget)`: Jupyter shows the live
+widget, and a view without a kernel (GitHub, nbviewer, the site) its picture (`StaticPicture`).
 """
 
+import base64
+import io
 from collections.abc import Callable
 
 import ipywidgets as widgets
@@ -23,6 +26,51 @@ from utils.vit import VisionTransformer
 from utils.viz.core import DPI, check_image, check_image_batch, check_names, to_numpy_image
 from utils.viz.embeddings import check_pos_table
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"  # the output type of a live widget
+
+
+class StaticPicture:
+    """Mixin for an explorer (an ipywidgets box that draws into `self.fig`): its display carries,
+    beside the live widget, a PNG of the figure as it is now and a line naming the controls' values,
+    so that a notebook seen without a kernel (GitHub, nbviewer, the site) shows a picture, not
+    `AttentionExplorer(children=(HBox(...`. Jupyter front ends rank the live widget above the PNG.
+
+    One bundle, from `_repr_mimebundle_`, serves ipywidgets 8 (IPython asks that) and ipywidgets 7
+    (Google Colab's), whose `Widget._ipython_display_` would publish a bundle of its own: IPython
+    prefers that method, and falls back to `_repr_mimebundle_` when it raises NotImplementedError
+    (ipympl's figure widget does the same). The class that mixes it in names it first,
+    `class X(StaticPicture, widgets.VBox)`, and defines `state_line`.
+    """
+
+    fig: plt.Figure
+
+    def state_line(self) -> str:
+        """The controls' values in words, e.g. "image 0, class token: layer 2, mean of the heads"."""
+        raise NotImplementedError(f"{type(self).__name__} must say its state in state_line()")
+
+    def png(self) -> bytes:
+        """The figure as it is now: a PNG of its own size, at its own DPI."""
+        buffer = io.BytesIO()
+        self.fig.savefig(buffer, format="png", dpi=self.fig.dpi)
+        return buffer.getvalue()
+
+    def _repr_mimebundle_(self, **kwargs) -> dict:
+        """{text/plain, image/png (base64, as notebooks store it), and the live widget while it is open}."""
+        bundle = {
+            "text/plain": f"{type(self).__name__}: {self.state_line()} (interactive in Jupyter)",
+            "image/png": base64.b64encode(self.png()).decode("ascii"),
+        }
+        if self._view_name is not None and self.comm is not None:  # closed: the last picture only
+            bundle[WIDGET_VIEW] = {"version_major": 2, "version_minor": 0, "model_id": self._model_id}
+            if hasattr(self, "_handle_displayed"):  # ipywidgets 7: run the on_displayed hooks, as it would
+                self._handle_displayed()
+        return bundle
+
+    if hasattr(widgets.Widget, "_ipython_display_"):  # ipywidgets 7
+
+        def _ipython_display_(self, **kwargs):
+            raise NotImplementedError  # IPython: use _repr_mimebundle_ instead
+
 
 def show_in(output: widgets.Output, fig: plt.Figure) -> None:
     """Replace what `output` shows with the figure as it is now (a fresh picture each time:
@@ -32,7 +80,7 @@ def show_in(output: widgets.Output, fig: plt.Figure) -> None:
         display(fig)
 
 
-class PatchSlicer(widgets.VBox):
+class PatchSlicer(StaticPicture, widgets.VBox):
     """A patch-size slider over an image (lesson 1): redraws the patch grid and reports the
     number of tokens and the size of the attention matrix they imply.
 
@@ -81,8 +129,15 @@ class PatchSlicer(widgets.VBox):
         )
         show_in(self.output, self.fig)
 
+    def state_line(self) -> str:
+        """E.g. "patch size 16 px: 14 x 14 patches + 1 class token = 197 tokens"."""
+        P = self.patch_size.value
+        C, H, W = self.image.shape
+        tokens = (H // P) * (W // P) + 1
+        return f"patch size {P} px: {H // P} x {W // P} patches + 1 class token = {tokens:,} tokens"
 
-class SoftmaxTemperature(widgets.VBox):
+
+class SoftmaxTemperature(StaticPicture, widgets.VBox):
     """A slider on the scale of attention scores (lesson 3): the softmax weights sharpen as the
     scale grows and flatten as it shrinks.
 
@@ -125,6 +180,10 @@ class SoftmaxTemperature(widgets.VBox):
         self.summary.value = f"largest weight <b>{weights.max():.2f}</b>, entropy {entropy:.2f} nats"
         show_in(self.output, self.fig)
 
+    def state_line(self) -> str:
+        """E.g. "softmax(1.00 x scores) over 4 keys"."""
+        return f"softmax({self.scale.value:.2f} x scores) over {len(self.scores)} keys"
+
 
 def _patch_outline(ax: plt.Axes, patch_size: int, color: str = "cyan") -> plt.Rectangle:
     """A hidden square outline of one patch on `ax`, moved with `set_xy`."""
@@ -134,7 +193,7 @@ def _patch_outline(ax: plt.Axes, patch_size: int, color: str = "cyan") -> plt.Re
     return box
 
 
-class AttentionExplorer(widgets.VBox):
+class AttentionExplorer(StaticPicture, widgets.VBox):
     """Where a ViT looks (lesson 7): one query token's attention over the image, as a heat map on
     the picture, with the same query's map in every head of the layer beside it.
 
@@ -280,6 +339,13 @@ class AttentionExplorer(widgets.VBox):
         self.box.set_visible(self.query.value == "patch")
         P = self.patch_size
         self.box.set_xy((self.col.value * P - 0.5, self.row.value * P - 0.5))
+        self.ax.set_title(self._shown(), fontsize=9)
+        self.heads_title.set_text(f"the heads of layer {self.layer.value}, same query")
+        self.summary.value = self._describe(index, logits)
+        show_in(self.output, self.fig)
+
+    def _shown(self) -> str:
+        """The query and the map, e.g. "class token: layer 2, head 1" or "patch (3, 4): rollout through layer 5"."""
         what = (
             f"rollout through layer {self.layer.value}"
             if self.mode.value == "rollout"
@@ -289,10 +355,11 @@ class AttentionExplorer(widgets.VBox):
             )
         )
         who = "class token" if self.query.value == "class token" else f"patch ({self.row.value}, {self.col.value})"
-        self.ax.set_title(f"{who}: {what}", fontsize=9)
-        self.heads_title.set_text(f"the heads of layer {self.layer.value}, same query")
-        self.summary.value = self._describe(index, logits)
-        show_in(self.output, self.fig)
+        return f"{who}: {what}"
+
+    def state_line(self) -> str:
+        """E.g. "image 0, class token: layer 12, mean of the heads"."""
+        return f"image {self.image.value}, {self._shown()}"
 
     def _describe(self, index: int, logits: torch.Tensor) -> str:
         """One line of numbers for what is drawn: the top patch, the share on the regions, the prediction."""
@@ -375,7 +442,7 @@ def _similarity_mosaic(similarity: torch.Tensor, rows: int, cols: int) -> np.nda
     return mosaic.reshape(rows * (rows + 1), cols * (cols + 1))[:-1, :-1]
 
 
-class PositionSimilarityExplorer(widgets.VBox):
+class PositionSimilarityExplorer(StaticPicture, widgets.VBox):
     """What each position embedding is close to (lesson 7; ViT paper, Fig. 7 centre): on the
     left every position's cosine-similarity map on its place in the grid, on the right the
     chosen position's map, large.
@@ -475,8 +542,7 @@ class PositionSimilarityExplorer(widgets.VBox):
         self.tile_box.set_xy((c * (cols + 1) - 0.5, r * (rows + 1) - 0.5))
         self.marker.set_data([c], [r])
         self.map_ax.set_title(f"position ({r}, {c}) vs all", fontsize=9)
-        name = self.table.value + (f", step {self.step.value}" if self.table.value == self.DURING_TRAINING else "")
-        self.fig.suptitle(name, fontsize=10)
+        self.fig.suptitle(self._table_name(), fontsize=10)
         near, far = neighbour_similarity(self.similarity, (rows, cols))
         others = self.map.flatten().clone()
         others[r * cols + c] = -float("inf")  # not itself
@@ -486,6 +552,15 @@ class PositionSimilarityExplorer(widgets.VBox):
             f"similar to ({best // cols}, {best % cols}): {others[best]:.2f}"
         )
         show_in(self.output, self.fig)
+
+    def _table_name(self) -> str:
+        """The chosen table's name, with the step for the snapshots."""
+        during = self.table.value == self.DURING_TRAINING
+        return self.table.value + (f", step {self.step.value}" if during else "")
+
+    def state_line(self) -> str:
+        """E.g. "table learned, position (7, 7)"."""
+        return f"table {self._table_name()}, position ({self.row.value}, {self.col.value})"
 
 
 def _check_snapshots(snapshots, tables: dict, during_training: str) -> tuple[list[int], list]:

@@ -1,0 +1,191 @@
+"""The course as a website (`make site`): Sphinx with myst-nb and sphinx-book-theme, built offline.
+
+The source folder is the repository itself, so a page's path is the file's path in the repository
+(notebooks/01_patches.ipynb -> notebooks/01_patches.html) and the launch buttons open that file.
+Pages: the README (the home page), the lessons in order with their committed outputs (nothing is
+run) and the instructor guide. Nothing is fetched when the site is built or read: MathJax is
+copied in from a pip package (django-static-mathjax), the widgets' JavaScript is left out (an
+explorer shows the picture its display bundle carries), and the README's and the lessons' launch
+badges are drawn from copies in docs/site/badges/.
+
+Every address comes from pyproject.toml: [project.urls] Repository and the release tag
+v<version>. Binder, Colab and (with SITE_JUPYTERHUB=https://your.hub, `make site HUB=...`) a
+JupyterHub through nbgitpuller open each lesson at that tag; a link to a repository file that is
+not a page (Makefile, utils/..., LICENSE) leads to the file on GitHub at that tag.
+"""
+
+import json
+import os
+import shutil
+from importlib.resources import files
+from pathlib import Path
+
+import tomllib
+from docutils import nodes
+from sphinx import addnodes
+from sphinx.util import logging
+
+LOGGER = logging.getLogger(__name__)
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+ADDRESS = PROJECT["urls"]["Repository"]  # https://github.com/<owner>/<repository>
+TAG = f"v{PROJECT['version']}"
+LESSONS = sorted(ROOT.glob("notebooks/[0-9][0-9]_*.ipynb"))
+HOME = "README"
+GUIDE = "docs/instructor-guide"
+# Images the pages link from the internet, drawn from a copy in docs/site/badges/ instead.
+LOCAL_COPIES = {
+    "https://mybinder.org/badge_logo.svg": "badge-binder.svg",
+    "https://colab.research.google.com/assets/colab-badge.svg": "badge-colab.svg",
+}
+# MathJax 3.2's browser build (es5/) as django-static-mathjax ships it, in a package named mathjax:
+# the TeX-to-HTML bundle, the TeX extensions it loads on demand, its fonts, the context menu and the
+# accessibility tools.
+MATHJAX = files("mathjax") / "static" / "mathjax" / "es5"
+MATHJAX_PARTS = ["tex-chtml.js", "input", "output", "ui", "a11y", "adaptors", "sre"]
+
+# -- the pages ---------------------------------------------------------------------------------
+project = "ViT from Scratch"
+author = ", ".join(person["name"] for person in PROJECT["authors"])
+copyright = author
+version = release = PROJECT["version"]
+root_doc = HOME
+include_patterns = [f"{HOME}.md", f"{GUIDE}.md", "notebooks/[0-9][0-9]_*.ipynb"]
+# the source folder is the repository: leave out everything but the pages' folders, unwalked
+exclude_patterns = [path.name for path in ROOT.iterdir() if path.name not in {f"{HOME}.md", "docs", "notebooks"}]
+exclude_patterns += ["docs/site", "**.ipynb_checkpoints"]
+
+extensions = ["myst_nb"]
+myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_heading_anchors = 3  # [time and memory](../README.md#time-and-memory)
+nb_execution_mode = "off"  # the committed outputs, as the lessons were last run
+nb_ipywidgets_js = {}  # no widget manager from a CDN: a widget's output shows its picture instead
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
+suppress_warnings = ["mystnb.unknown_mime_type"]  # the widget outputs left out above
+
+# -- the HTML ----------------------------------------------------------------------------------
+html_theme = "sphinx_book_theme"
+html_title = project
+mathjax_path = "mathjax/tex-chtml.js"  # in _static/, copied from the pip package after the build
+mathjax3_config = {"options": {}}  # MathJax 3's settings: myst-parser adds which elements to typeset
+html_context = {"default_mode": "light"}  # the figures are drawn on white; a reader can switch
+html_theme_options = {
+    "repository_url": ADDRESS,
+    "repository_branch": TAG,  # "source" and launch links open the release, never main
+    "path_to_docs": "",
+    "use_repository_button": True,
+    "use_source_button": True,
+    "use_download_button": True,
+    "home_page_in_toc": True,
+    "navbar_persistent": [],  # no second search box above the sidebar's
+    "show_navbar_depth": 1,
+    "show_toc_level": 2,
+    "launch_buttons": {
+        "notebook_interface": "jupyterlab",
+        "binderhub_url": "https://mybinder.org",
+        "colab_url": "https://colab.research.google.com",
+        "jupyterhub_url": os.environ.get("SITE_JUPYTERHUB", ""),  # a workshop's hub; none by default
+    },
+}
+
+
+def add_sidebar(app, docname: str, source: list[str]) -> None:
+    """The sidebar: the lessons in order, then the guide, as hidden tables of contents appended to
+    the README as it is read (the file itself is not changed)."""
+    if docname != HOME:
+        return
+    lessons = "\n".join(f"notebooks/{path.stem}" for path in LESSONS)
+    source[0] += (
+        f"\n\n```{{toctree}}\n:hidden:\n:caption: Lessons\n\n{lessons}\n```\n"
+        f"\n```{{toctree}}\n:hidden:\n:caption: For instructors\n\n{GUIDE}\n```\n"
+    )
+
+
+def as_published(app, docname: str, source: list[str]) -> None:
+    """A lesson as the site shows it: without the widgets' saved state (nothing on the site runs
+    it), and a cell whose code JupyterLab hides (jupyter.source_hidden) collapsed behind a toggle."""
+    if not docname.startswith("notebooks/"):
+        return
+    notebook = json.loads(source[0])
+    notebook["metadata"].pop("widgets", None)
+    for cell in notebook["cells"]:
+        if cell.get("metadata", {}).get("jupyter", {}).get("source_hidden"):
+            tags = cell["metadata"].setdefault("tags", [])
+            if "hide-input" not in tags:
+                tags.append("hide-input")
+    source[0] = json.dumps(notebook)
+
+
+def repository_url(path: Path, fragment: str = "") -> str:
+    """A repository file or folder on GitHub at the release tag."""
+    kind = "tree" if path.is_dir() else "blob"
+    return f"{ADDRESS}/{kind}/{TAG}/{path.relative_to(ROOT).as_posix()}" + (f"#{fragment}" if fragment else "")
+
+
+def link_repository_files(app, doctree) -> None:
+    """A link to a repository file or folder that is not a page of the site (Makefile, utils/,
+    LICENSE, CHANGELOG.md) leads to it on GitHub at the release tag, instead of a download or a
+    broken link. A link to a path that does not exist is left alone, for Sphinx to report."""
+    env = app.env
+    here = Path(env.doc2path(env.docname)).parent
+    candidates = [
+        node
+        for node in doctree.findall(lambda n: isinstance(n, (addnodes.download_reference, addnodes.pending_xref)))
+        if node.get("reftype") == "myst"
+        and (
+            isinstance(node, addnodes.download_reference)
+            or node.get("refdomain") is None
+            or (node.get("refdomain") == "doc" and node["reftarget"] not in env.found_docs)
+        )
+    ]
+    for node in candidates:
+        if node.get("refdomain") == "doc":  # a Markdown file that is not a page: the file it names
+            named = [ROOT / f"{node['reftarget']}{suffix}" for suffix in app.config.source_suffix]
+            path, fragment = next((p for p in named if p.exists()), None), node.get("reftargetid") or ""
+        else:
+            target, _, fragment = node["reftarget"].partition("#")
+            path = (here / target).resolve()
+        if path is None or not path.exists() or not path.is_relative_to(ROOT):
+            continue
+        node.replace_self(nodes.reference("", "", *node.children, refuri=repository_url(path, fragment)))
+
+
+def draw_local_copies(app, doctree) -> None:
+    """Images from the internet (the launch badges) are drawn from the copies in badges/; any
+    other image from the internet is an error, since the site loads nothing from outside."""
+    for image in doctree.findall(nodes.image):
+        uri = image["uri"]
+        if uri in LOCAL_COPIES:
+            image["uri"] = f"/{(HERE / 'badges' / LOCAL_COPIES[uri]).relative_to(ROOT).as_posix()}"
+        elif "://" in uri:
+            LOGGER.warning(
+                "the site loads nothing from the internet, and this image is there: %s "
+                "(save a copy in docs/site/badges and add it to LOCAL_COPIES)",
+                uri,
+                location=image,
+            )
+
+
+def finish(app, exception) -> None:
+    """After a build: MathJax into _static/, and the README's page as the home page (index.html)."""
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    for part in MATHJAX_PARTS:
+        source = MATHJAX / part
+        target = out / "_static" / "mathjax" / part
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+    shutil.copyfile(out / f"{HOME}.html", out / "index.html")
+
+
+def setup(app):
+    app.connect("source-read", add_sidebar)
+    app.connect("source-read", as_published)
+    app.connect("doctree-read", link_repository_files, priority=100)
+    app.connect("doctree-read", draw_local_copies, priority=100)  # before Sphinx collects the images
+    app.connect("build-finished", finish)

@@ -1,0 +1,50 @@
+"""The compatibility lane's parts (tools/compat.py; `make test-compat` runs the whole lane): its
+stacks keep the one CPU build of torch, and its stand-in Colab makes a kernel that the lessons'
+Colab cell takes for Colab's."""
+
+import re
+import subprocess
+import sys
+
+from lessons import ROOT
+
+from tools import compat, launch_links
+
+
+def test_every_stack_keeps_torch_2_13_and_names_every_runtime_dependency():
+    """Any other torch is a multi-GB CUDA build; a package left out would come from the pins."""
+    assert set(compat.STACKS) == {"latest", "colab"}
+    requirements = (ROOT / "requirements.txt").read_text()
+    needed = {m[1].lower() for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==", requirements, re.MULTILINE)}
+    for name, path in compat.STACKS.items():
+        lines = [line.split("#")[0].strip() for line in path.read_text().splitlines()]
+        lines = [line for line in lines if line]
+        assert "torch==2.13.0" in lines, f"{name}: torch must stay 2.13.0"
+        listed = {re.split(r"[<>=!~ ]", line)[0].lower() for line in lines}
+        assert needed - {"jupyterlab"} <= listed, f"{name} lacks {sorted(needed - {'jupyterlab'} - listed)}"
+
+
+def test_the_colab_stack_is_older_than_the_pins_where_colab_is():
+    colab = dict(re.findall(r"^([\w\-]+)==(\S+)", compat.STACKS["colab"].read_text(), re.MULTILINE))
+    assert colab["ipywidgets"].startswith("7.") and colab["ipython"].startswith("7.")
+    assert colab["transformers"].startswith("4.") and colab["numpy"].startswith("2.0")
+
+
+def test_the_stand_in_colab_makes_the_lessons_cell_install_the_course(tmp_path):
+    """A Python started with the stub on its path has google.colab imported, as Colab's kernel has;
+    the Colab cell, run there, reaches its install step (pip itself is replaced by a print)."""
+    compat.colab_stub(tmp_path)
+    cell = launch_links.colab_cell_source()
+    probe = (
+        "import subprocess, importlib.metadata as m\n"
+        "def _version(name):\n"
+        "    raise m.PackageNotFoundError(name)\n"
+        "m.version = _version\n"
+        "m.requires = lambda name: []\n"
+        "subprocess.run = lambda command, check: print('PIP', *command[3:])\n" + cell
+    )
+    env = {"PYTHONPATH": str(tmp_path), "VIT_FROM_SCRATCH_SOURCE": "/a/checkout", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "PIP install --quiet --no-deps /a/checkout"
+    elsewhere = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert elsewhere.stdout == "", "without the stub (anywhere but Colab) the cell must do nothing"

@@ -1,0 +1,292 @@
+"""The course's website in headless Chromium: `make site` builds it (warnings are errors), a loopback
+HTTP server serves it, and the home page, lesson 1 and lesson 7 are opened with every request to
+another host blocked, as a reader with no internet would see them.
+
+On each page: nothing failed to load and nothing was asked of the internet; every figure loaded;
+every internal link (sidebar included) leads to a page that exists and to an anchor on it; the
+sidebar lists the README, the lessons in order and the guide; the launch buttons open the lesson at
+the release tag from pyproject.toml (Binder, Colab, JupyterHub through nbgitpuller). On lesson 1,
+MathJax (served by the site itself) has typeset every formula. Lesson 7's explorers show their last
+picture as an image.
+
+Needs Debian's chromium and playwright, as tests/test_browser.py: skipped without them, except
+under CI (CI=true). The site is built into test-artifacts/site/build/; screenshots go to
+test-artifacts/site/ (git-ignored).
+"""
+
+import functools
+import http.server
+import re
+import shutil
+import subprocess
+import threading
+from urllib.parse import parse_qs, unquote, urlparse
+
+import pytest
+import tomllib
+from lessons import NOTEBOOKS, ROOT, WIDGET, read_cells
+from test_browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip
+
+pytestmark = pytest.mark.browser
+
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+ADDRESS = PROJECT["urls"]["Repository"]
+OWNER_REPO = urlparse(ADDRESS).path.strip("/")
+TAG = f"v{PROJECT['version']}"
+HUB = "https://hub.example.org"  # a workshop's JupyterHub, as `make site HUB=...` takes it
+ARTIFACTS = ROOT / "test-artifacts" / "site"
+BUILD_S = 120  # the build takes about 10 s on 2 cores
+PAGES = {  # name: (path in the site, the lesson it shows or None)
+    "home": ("", None),
+    "lesson1": ("notebooks/01_patches.html", "01_patches.ipynb"),
+    "lesson7": ("notebooks/07_inside_vit.html", "07_inside_vit.ipynb"),
+}
+SIDEBAR = ["README.html", *(f"notebooks/{path.stem}.html" for path in NOTEBOOKS), "docs/instructor-guide.html"]
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site_url():
+    """`make site` into test-artifacts/site/build, served on a free loopback port."""
+    build = ARTIFACTS / "build"
+    shutil.rmtree(build, ignore_errors=True)  # no page left over from an earlier build
+    run = subprocess.run(
+        ["make", "--no-print-directory", "site", f"SITE_DIR={build}", f"HUB={HUB}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_S,
+    )
+    output = (run.stdout + run.stderr).splitlines()
+    problems = [line for line in output if re.search(r"WARNING|ERROR|Error", line)]
+    assert run.returncode == 0, "make site failed:\n" + "\n".join(problems or output[-40:])
+    assert not problems, "make site warned:\n" + "\n".join(problems)
+    handler = functools.partial(QuietHandler, directory=str(build / "html"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_playwright = browser_or_skip()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class Visit:
+    """A page opened offline: requests to any host but the site's are blocked and listed, and so
+    are failed requests, error responses and script errors."""
+
+    def __init__(self, browser, site_url: str, path: str):
+        self.site = site_url
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.outside, self.failed, self.errors = [], [], []
+        self.context.route("**/*", self.only_the_site)
+        self.page = self.context.new_page()
+        self.page.on("requestfailed", lambda request: self.failed.append(f"{request.url}: {request.failure}"))
+        self.page.on("response", self.note_error_response)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("console", self.note_console_error)
+        self.page.goto(site_url + path, wait_until="load")
+        self.page.wait_for_load_state("networkidle")
+
+    def only_the_site(self, route):
+        if route.request.url.startswith(self.site) or route.request.url.startswith("data:"):
+            route.continue_()
+        else:
+            self.outside.append(route.request.url)
+            route.abort()
+
+    def note_error_response(self, response):
+        if response.status >= 400:
+            self.failed.append(f"{response.url}: HTTP {response.status}")
+
+    def note_console_error(self, message):
+        if message.type == "error":
+            self.errors.append(message.text)
+
+    def links(self) -> list[str]:
+        """Every link's address on the page, resolved."""
+        return self.page.eval_on_selector_all("a[href]", "links => links.map(a => a.href)")
+
+    def close(self):
+        self.context.close()
+
+
+@pytest.fixture
+def visit(browser, site_url):
+    opened = []
+
+    def open_page(path: str) -> Visit:
+        opened.append(Visit(browser, site_url, path))
+        return opened[-1]
+
+    yield open_page
+    for page in opened:
+        page.close()
+
+
+def picture_outputs(notebook: str) -> int:
+    """How many of the lesson's committed outputs carry a picture (image/png)."""
+    return sum(
+        "image/png" in output.get("data", {})
+        for cell in read_cells(ROOT / "notebooks" / notebook)
+        for output in cell.get("outputs", [])
+    )
+
+
+def check_launch_buttons(buttons: dict[str, str], notebook: str) -> None:
+    """Binder, Colab and JupyterHub (nbgitpuller) open this lesson from the repository at the tag."""
+    assert set(buttons) == {"Binder", "Colab", "JupyterHub"}, buttons
+    assert buttons["Binder"] == f"https://mybinder.org/v2/gh/{OWNER_REPO}/{TAG}?urlpath=lab/tree/notebooks/{notebook}"
+    assert buttons["Colab"] == f"https://colab.research.google.com/github/{OWNER_REPO}/blob/{TAG}/notebooks/{notebook}"
+    hub = urlparse(buttons["JupyterHub"])
+    assert f"{hub.scheme}://{hub.netloc}{hub.path}" == f"{HUB}/hub/user-redirect/git-pull", buttons["JupyterHub"]
+    folder = OWNER_REPO.split("/")[1]  # nbgitpuller clones into a folder named as the repository
+    assert parse_qs(hub.query) == {
+        "repo": [ADDRESS],
+        "branch": [TAG],
+        "urlpath": [f"lab/tree/{folder}/notebooks/{notebook}"],
+    }, buttons["JupyterHub"]
+
+
+def check_internal_links(visit: Visit) -> int:
+    """Every link into the site leads to a page that is there, and to an anchor that is on it; a
+    lesson or a Markdown page is linked as its page, never as its source file. Returns the count."""
+    pages: dict[str, str] = {}
+    broken = []
+    internal = [link for link in visit.links() if link.startswith(visit.site)]
+    for link in internal:
+        address, _, anchor = link.partition("#")
+        path = urlparse(address).path
+        if path.endswith((".ipynb", ".md")) and "/_sources/" not in path:
+            broken.append(f"{link}: a source file, not its page")
+            continue
+        if address not in pages:
+            response = visit.page.request.get(address)
+            pages[address] = response.text() if response.ok else None
+        if pages[address] is None:
+            broken.append(f"{link}: no such page")
+        elif anchor and f'id="{unquote(anchor)}"' not in pages[address]:
+            broken.append(f"{link}: no anchor #{anchor} on the page")
+    assert not broken, "broken links on " + visit.page.url + ":\n" + "\n".join(broken)
+    return len(internal)
+
+
+def check_repository_links(visit: Visit) -> None:
+    """Links to the repository lead to it, or to a file in it at the release tag (never main)."""
+    at_tag = re.compile(rf"{re.escape(ADDRESS)}/(blob|tree)/{re.escape(TAG)}/")
+    wrong = [link for link in visit.links() if link.startswith(ADDRESS) and link != ADDRESS and not at_tag.match(link)]
+    assert not wrong, f"repository links not at {TAG}: {wrong}"
+
+
+def check_figures(visit: Visit) -> int:
+    """Every picture on the page was loaded and has a size. Returns how many there are."""
+    images = visit.page.eval_on_selector_all(
+        "img", "images => images.map(i => [i.getAttribute('src'), i.complete && i.naturalWidth > 0])"
+    )
+    missing = [src for src, loaded in images if not loaded]
+    assert not missing, f"pictures that did not load: {missing}"
+    return len(images)
+
+
+def check_sidebar(visit: Visit) -> None:
+    """The README, the lessons in order, then the instructor guide."""
+    links = visit.page.eval_on_selector_all(".bd-sidebar-primary nav a[href]", "links => links.map(a => a.href)")
+    here = visit.page.url.split("#")[0]
+    paths = [(here if link.split("#")[0] == here else link).removeprefix(visit.site) for link in links]
+    paths = ["README.html" if path == "" else path.split("#")[0] for path in paths]
+    assert paths == SIDEBAR, f"sidebar:\n{paths}\nexpected:\n{SIDEBAR}"
+
+
+def check_offline(visit: Visit) -> None:
+    assert not visit.outside, f"the page asked the internet for: {visit.outside}"
+    assert not visit.failed, f"requests that failed: {visit.failed}"
+    assert not visit.errors, f"errors on the page: {visit.errors}"
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_reads_offline(visit, name):
+    path, notebook = PAGES[name]
+    page = visit(path)
+    assert page.page.locator("article h1").first.is_visible()
+    check_sidebar(page)
+    images = check_figures(page)
+    links = check_internal_links(page)
+    check_repository_links(page)
+    buttons = dict(
+        page.page.eval_on_selector_all(
+            ".dropdown-launch-buttons a.dropdown-item",
+            "links => links.map(a => [a.textContent.trim(), a.href])",
+        )
+    )
+    if notebook is None:  # the home page: the README
+        assert page.page.locator("article h1").first.inner_text().startswith("ViT from Scratch")
+        assert not buttons, f"launch buttons on the home page: {buttons}"
+    else:
+        figures = page.page.locator("article .cell_output img").count()
+        assert figures == picture_outputs(notebook), f"{figures} figures, {picture_outputs(notebook)} in the lesson"
+        assert images > figures  # the badges and the launch buttons' icons too
+        check_launch_buttons(buttons, notebook)
+        page.page.locator(".dropdown-launch-buttons button").first.hover()
+        page.page.screenshot(path=str(ARTIFACTS / f"{name}-launch.png"))
+    assert links >= len(SIDEBAR)
+    page.page.mouse.move(0, 0)
+    page.page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+    check_offline(page)
+
+
+def test_lesson1_math_is_typeset_by_the_sites_own_mathjax(visit):
+    opened = visit(PAGES["lesson1"][0])
+    page = opened.page
+    page.wait_for_function("() => window.MathJax?.startup?.promise")
+    page.evaluate("() => MathJax.startup.promise")
+    formulas = page.locator("article .math")
+    assert formulas.count() >= 5, f"{formulas.count()} formulas on lesson 1"
+    untypeset = page.eval_on_selector_all(
+        "article .math", "maths => maths.filter(m => !m.querySelector('mjx-container')).map(m => m.textContent)"
+    )
+    assert not untypeset, f"formulas MathJax left as text: {untypeset}"
+    assert page.locator("article mjx-merror").count() == 0, page.locator("article mjx-merror").all_inner_texts()
+    scripts = page.eval_on_selector_all("script[src*='mathjax']", "scripts => scripts.map(s => s.src)")
+    assert scripts and all(src.startswith(page.url.split("notebooks/")[0]) for src in scripts), scripts
+    page.locator("article div.math").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "lesson1-math.png"))
+    check_offline(opened)  # MathJax's fonts included
+
+
+def test_lesson7_explorers_show_their_last_picture(visit):
+    """Each explorer's output on the page is a picture (its display bundle's image/png), not the
+    widget's text form: nothing on the site runs the widget."""
+    notebook = PAGES["lesson7"][1]
+    opened = visit(PAGES["lesson7"][0])
+    page = opened.page
+    explorers = [
+        cell["source"].strip()
+        for cell in read_cells(ROOT / "notebooks" / notebook)
+        if any(WIDGET in output.get("data", {}) for output in cell.get("outputs", []))
+    ]
+    assert len(explorers) >= 2, explorers
+    without_picture = []
+    for number, source in enumerate(explorers, start=1):
+        cell = page.locator("article .cell", has=page.locator(".cell_input", has_text=source))
+        assert cell.count() == 1, f"{cell.count()} cells on the page show the code {source[:60]!r}..."
+        cell.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / f"lesson7-explorer-{number}.png"))
+        if cell.locator(".cell_output img").count() == 0:
+            shown = " ".join(cell.locator(".cell_output").inner_text().split())
+            without_picture.append(f"{source.splitlines()[0]!r} shows {shown[:100]!r}")
+    assert not without_picture, "explorers without their picture:\n" + "\n".join(without_picture)
+    check_offline(opened)

@@ -1,0 +1,195 @@
+"""What a Binder container holds while a learner runs a lesson: the Jupyter server and the lesson's
+kernel. Binder guarantees 1 GB for the whole container (kubespawner's "1G" is 1024**3 bytes), so the
+two together must stay under 1,024 MB.
+
+This starts JupyterLab as `make lab` does, loads the lab page, opens a session on the lesson through
+the server's REST API and runs every code cell through the server's websocket, as the browser's Run
+All does (so the server relays every output), then reads each process's peak resident memory.
+`make measure` runs it on the largest lessons and writes the README's line.
+
+Run: python tools/binder_memory.py [--readme] [notebook ...]   (default: lessons 5 and 6)
+The sum of the two peaks is an upper bound on the container's: the two need not peak at the same
+moment, and pages the two processes share count twice.
+"""
+
+import asyncio
+import datetime
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT_MB = 1024
+DEFAULT = ["notebooks/05_encoder.ipynb", "notebooks/06_training.ipynb"]
+START, END = "<!-- binder-memory:start -->", "<!-- binder-memory:end -->"
+TOKEN = uuid.uuid4().hex
+
+
+def peak_mb(pid: int) -> float:
+    """The most resident memory process `pid` has held so far (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for process {pid}")
+
+
+def kernel_pid(kernel_id: str) -> int:
+    """The process whose command line names the kernel's connection file."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if f"kernel-{kernel_id}.json" in (proc / "cmdline").read_text():
+                    return int(proc.name)
+            except OSError:
+                continue
+    raise RuntimeError(f"no process for kernel {kernel_id}")
+
+
+def message(code: str, session: str) -> str:
+    """An execute_request in the JSON form the server's websocket takes."""
+    header = {
+        "msg_id": uuid.uuid4().hex,
+        "msg_type": "execute_request",
+        "session": session,
+        "username": "learner",
+        "version": "5.3",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(),
+    }
+    content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False}
+    return json.dumps({"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "shell"})
+
+
+async def run_cells(url: str, kernel_id: str, cells: list[str]) -> None:
+    """Execute the cells one by one through the server; a cell's error stops with its name."""
+    from tornado.websocket import websocket_connect
+
+    session = uuid.uuid4().hex
+    socket_url = url.replace("http", "ws", 1) + f"/api/kernels/{kernel_id}/channels?session_id={session}&token={TOKEN}"
+    connection = await websocket_connect(socket_url, max_message_size=1 << 30)
+    for index, code in enumerate(cells):
+        request = message(code, session)
+        msg_id = json.loads(request)["header"]["msg_id"]
+        await connection.write_message(request)
+        while True:
+            reply = await connection.read_message()
+            if reply is None:
+                raise RuntimeError("the server closed the kernel's websocket")
+            if isinstance(reply, bytes):
+                continue  # binary buffers (widgets): not a reply
+            reply = json.loads(reply)
+            if reply.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            if reply["msg_type"] == "execute_reply":
+                if reply["content"]["status"] != "ok":
+                    raise RuntimeError(
+                        f"code cell {index}: {reply['content'].get('ename')}: {reply['content'].get('evalue')}"
+                    )
+                break
+    connection.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def request(url: str, method: str = "GET", body: dict | None = None) -> dict | bytes:
+    data = None if body is None else json.dumps(body).encode()
+    with urllib.request.urlopen(urllib.request.Request(url, data=data, method=method), timeout=30) as response:
+        raw = response.read()
+    return json.loads(raw) if response.headers.get_content_type() == "application/json" else raw
+
+
+def measure(notebook: Path) -> dict[str, float]:
+    """Peak resident MB of the server, of the lesson's kernel, and of the two together; a cell's
+    error stops the run (RuntimeError naming the cell)."""
+    if not notebook.resolve().is_relative_to(ROOT):
+        raise ValueError(f"{notebook} is outside the repository, which the server serves: copy it under {ROOT}")
+    port, home = free_port(), Path(tempfile.mkdtemp())
+    bin_dir = Path(sys.executable).parent
+    server = subprocess.Popen(
+        [
+            bin_dir / "jupyter",
+            "lab",
+            "--no-browser",
+            f"--port={port}",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.root_dir={ROOT}",
+            f"--IdentityProvider.token={TOKEN}",
+            f"--LabApp.workspaces_dir={home}",
+            "--allow-root",
+        ],
+        stdout=(home / "server.log").open("w"),
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}"),
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(180):
+            try:
+                request(f"{url}/api/status?token={TOKEN}")
+                break
+            except OSError:
+                time.sleep(0.5)
+        request(f"{url}/lab?token={TOKEN}")  # the page and its settings, as a browser loads them
+        path = notebook.resolve().relative_to(ROOT).as_posix()
+        body = {"path": path, "type": "notebook", "name": notebook.name, "kernel": {"name": "python3"}}
+        kernel_id = request(f"{url}/api/sessions?token={TOKEN}", "POST", body)["kernel"]["id"]
+        kernel = kernel_pid(kernel_id)
+        cells = [
+            "".join(cell["source"]) for cell in json.loads(notebook.read_text())["cells"] if cell["cell_type"] == "code"
+        ]
+        asyncio.run(run_cells(url, kernel_id, cells))
+        peaks = {"server": peak_mb(server.pid), "kernel": peak_mb(kernel)}  # both still running
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+    return peaks | {"sum": peaks["server"] + peaks["kernel"]}
+
+
+def line(results: dict[str, dict[str, float]]) -> str:
+    """The README's sentence: the largest sum, and what it is made of."""
+    name, peaks = max(results.items(), key=lambda item: item[1]["sum"])
+    return (
+        f"Measured by `tools/binder_memory.py`: JupyterLab's server peaked at {peaks['server']:.0f} MB while "
+        f"`{name}` ran in it (kernel peak {peaks['kernel']:.0f} MB): {peaks['sum']:.0f} MB together at most, "
+        f"under Binder's {LIMIT_MB:,} MB."
+    )
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(a) for a in argv if not a.startswith("--")] or [ROOT / p for p in DEFAULT]
+    results = {}
+    for path in paths:
+        results[path.name] = peaks = measure(path)
+        print(
+            f"{path.name}: server {peaks['server']:.0f} MB, kernel {peaks['kernel']:.0f} MB, "
+            f"together {peaks['sum']:.0f} MB at most",
+            flush=True,
+        )
+    worst = max(peaks["sum"] for peaks in results.values())
+    if "--readme" in argv and worst <= LIMIT_MB:
+        readme = ROOT / "README.md"
+        text = readme.read_text()
+        readme.write_text(
+            re.sub(f"{re.escape(START)}.*?{re.escape(END)}", f"{START}\n{line(results)}\n{END}", text, flags=re.S)
+        )
+    if worst > LIMIT_MB:
+        print(f"over Binder's {LIMIT_MB} MB: {worst:.0f} MB", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

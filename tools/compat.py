@@ -1,0 +1,140 @@
+"""The compatibility lane (`make test-compat`): the course on other versions than requirements.txt's
+pins, which are a lock and age. For each stack in compat/ it builds a virtual environment in
+.compat/<stack>/, runs the library's fast tests there, then every lesson top to bottom from a copy
+outside the repository (as a learner's machine or Colab has it), and reports each lesson.
+
+Stacks (compat/<stack>.txt):
+  latest  the newest release of every package, torch 2.13.0 kept; the course installed from this
+          checkout as a wheel (no editable install: the package data must ship)
+  colab   a Google-Colab-like older stack; the course NOT installed: each lesson's first cell
+          installs it, because the lane makes the kernel look like Colab's (google.colab imported
+          at start) and points the cell at this checkout (VIT_FROM_SCRATCH_SOURCE)
+
+Run: python tools/compat.py [stack ...]   (all stacks by default; exit 1 if anything failed)
+Python 3.11 only: the one CPU build of torch on the course's machines is for 3.11 (others would
+pull a multi-GB CUDA build).
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STACKS = {path.stem: path for path in sorted((ROOT / "compat").glob("*.txt"))}
+TOOLS = ["pytest", "pyyaml", "nbclient", "nbformat"]  # to run the library tests and the lessons
+FAST_TESTS = "not notebook and not browser and not slow"
+# Imported at the start of every Python process of the Colab stack's kernel, as Colab's kernel does.
+COLAB_SITECUSTOMIZE = "import google.colab  # the lane's stand-in for Colab's own module\n"
+
+
+def run(command: list, **kwargs) -> subprocess.CompletedProcess:
+    print("$", " ".join(map(str, command)), flush=True)
+    return subprocess.run(command, **kwargs)
+
+
+def build(stack: str) -> Path:
+    """A fresh venv with the stack's packages (and, but for colab, the course as a wheel); its python."""
+    venv = ROOT / ".compat" / stack
+    shutil.rmtree(venv, ignore_errors=True)
+    run([sys.executable, "-m", "venv", venv], check=True)
+    python = venv / "bin" / "python"
+    run([python, "-m", "pip", "install", "--quiet", "-r", STACKS[stack], *TOOLS], check=True)
+    if stack != "colab":
+        with tempfile.TemporaryDirectory() as build_dir:  # a wheel built from a copy: no build/ left here
+            run([python, "-m", "pip", "install", "--quiet", "--no-deps", ROOT], check=True, cwd=build_dir)
+    return python
+
+
+def versions(python: Path) -> str:
+    """The versions that matter, one line."""
+    names = ["torch", "numpy", "matplotlib", "ipython", "ipykernel", "ipywidgets", "scipy", "scikit-learn"]
+    names += ["scikit-image", "transformers", "huggingface_hub", "safetensors", "pillow"]
+    code = "import importlib.metadata as m, sys; print(', '.join(f'{n} {m.version(n)}' for n in sys.argv[1:]))"
+    return subprocess.run([python, "-c", code, *names], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def colab_stub(folder: Path) -> None:
+    """A `google.colab` namespace module and a sitecustomize that imports it, in `folder`."""
+    (folder / "google" / "colab").mkdir(parents=True)
+    (folder / "google" / "colab" / "__init__.py").write_text('"""Stands in for Colab\'s module."""\n')
+    (folder / "sitecustomize.py").write_text(COLAB_SITECUSTOMIZE)
+
+
+def run_lessons(python: Path, stack: str) -> list[tuple[str, str]]:
+    """(lesson, result) for every lesson run from a copy in a temporary folder (Colab's /content)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        content = Path(scratch) / "content"
+        shutil.copytree(ROOT / "notebooks", content, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        env = dict(os.environ, PATH=f"{python.parent}{os.pathsep}{os.environ['PATH']}")
+        if stack == "colab":
+            run([python, "-m", "pip", "uninstall", "--quiet", "--yes", "vit-from-scratch"], check=False)
+            colab_stub(Path(scratch) / "stub")
+            env |= {"PYTHONPATH": str(Path(scratch) / "stub"), "VIT_FROM_SCRATCH_SOURCE": str(ROOT)}
+        code = "import sys; from tools.compat import lesson_results; lesson_results(sys.argv[1:])"
+        notebooks = sorted(str(path) for path in content.glob("*.ipynb"))
+        print("$ (in the stack's venv) tools.compat.lesson_results on a copy of notebooks/", flush=True)
+        runner = subprocess.Popen(
+            [python, "-c", code, *notebooks], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+        )
+        results = []
+        for line in runner.stdout:  # one line per lesson, as each finishes
+            print(line, end="", flush=True)
+            if "\t" in line:
+                results.append(tuple(line.rstrip("\n").split("\t", 1)))
+        returncode = runner.wait()
+        if stack == "colab" and results and "vit-from-scratch" not in pip_list(python):
+            results.append(("(Colab cell)", "FAILED: the course was not installed by the lessons' first cell"))
+        if len(results) < len(notebooks):
+            results.append(
+                ("(the rest)", f"FAILED: the runner stopped after {len(results)} lessons (exit {returncode})")
+            )
+        return results
+
+
+def pip_list(python: Path) -> str:
+    return subprocess.run([python, "-m", "pip", "list"], capture_output=True, text=True).stdout
+
+
+def lesson_results(paths: list[str]) -> None:
+    """Inside the stack's venv: run each lesson, print "name<TAB>result" (its time and kernel peak, or
+    the error that stopped it)."""
+    from tools.notebook_budget import measure
+
+    for path in map(Path, paths):
+        try:
+            seconds, peak = measure(path)
+            result = f"ok, {seconds:.0f} s, kernel peak {peak:.0f} MB" if peak else f"ok, {seconds:.0f} s"
+        except Exception as error:  # a cell's error: its last line names it
+            last = str(error).strip().splitlines()[-1:] or [type(error).__name__]
+            result = f"FAILED: {last[0][:300]}"
+        print(f"{path.name}\t{result}", flush=True)
+
+
+def main(argv: list[str]) -> int:
+    stacks = argv or list(STACKS)
+    unknown = [name for name in stacks if name not in STACKS]
+    if unknown:
+        print(f"unknown stack {', '.join(unknown)}; the stacks are {', '.join(STACKS)} (compat/*.txt)")
+        return 2
+    report, failed = [], False
+    for stack in stacks:
+        start = time.perf_counter()
+        python = build(stack)
+        report.append(f"## {stack}: {versions(python)}")
+        tests = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "-m", FAST_TESTS], cwd=ROOT)
+        report.append(f"library tests: {'passed' if tests.returncode == 0 else 'FAILED'}")
+        failed |= tests.returncode != 0
+        for name, result in run_lessons(python, stack):
+            report.append(f"  {name}: {result}")
+            failed |= not result.startswith("ok")
+        report.append(f"({time.perf_counter() - start:.0f} s in all)")
+    print("\n".join(["", "# Compatibility lane", *report]))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
