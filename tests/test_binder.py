@@ -1,6 +1,7 @@
 """binder/ agrees with the course: the same pins (torch's CPU build), no local paths, the Python
 the notebooks were run with, settings that JupyterLab knows, and a badge that opens lesson 1."""
 
+import importlib.util
 import json
 import os
 import re
@@ -70,6 +71,8 @@ def schema_of(plugin: str) -> dict:
 
 
 def test_lab_settings_name_real_plugins_and_options():
+    if importlib.util.find_spec("jupyterlab") is None:
+        pytest.skip("no JupyterLab in this environment (the compatibility lane's Colab stack has Colab's front end)")
     overrides = json.loads((BINDER / "overrides.json").read_text())
     assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
     assert overrides["@jupyter-widgets/jupyterlab-manager:plugin"]["saveState"] is True
