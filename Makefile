@@ -37,7 +37,7 @@ test-lib: $(VENV)/.dev
 
 ## make test-compat: the compatibility lane, every lesson and the library's tests on other versions than
 ## requirements.txt's (compat/latest.txt, the newest releases; compat/colab.txt, a Colab-like older stack,
-## the lessons' Colab cell installing the course), one line per lesson; in .compat/ (about 25 minutes)
+## the lessons' Colab cell installing the course), one line per lesson; in .compat/ (about 30 minutes)
 test-compat:
 	$(PYTHON) tools/compat.py $(STACKS)
 
