@@ -5,6 +5,7 @@ Colab cell takes for Colab's."""
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from lessons import ROOT
 
@@ -49,3 +50,20 @@ def test_the_stand_in_colab_makes_the_lessons_cell_install_the_course(tmp_path):
     assert done.stdout.strip() == "PIP install --quiet --no-deps /a/checkout"
     elsewhere = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert elsewhere.stdout == "", "without the stub (anywhere but Colab) the cell must do nothing"
+
+
+def test_the_lane_reports_each_lesson_and_fails_when_one_fails(monkeypatch, capsys):
+    """main() with the venvs, pytest and the lessons stood in for: a report line per lesson, a
+    closing count, and exit 1 when a lesson failed (CI reads both)."""
+    monkeypatch.setattr(compat, "build", lambda stack: Path(f"/venvs/{stack}/bin/python"))
+    monkeypatch.setattr(compat, "versions", lambda python: "torch 2.13.0")
+    monkeypatch.setattr(compat, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 0))
+    results = {"latest": [("01_patches.ipynb", "ok, 9 s")], "colab": [("01_patches.ipynb", "FAILED: KeyError: 'x'")]}
+    monkeypatch.setattr(compat, "run_lessons", lambda python, stack: results[stack])
+    assert compat.main(["latest"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "compat: 2 passed, 0 failed"
+    assert compat.main([]) == 1
+    out = capsys.readouterr().out
+    assert "  01_patches.ipynb: FAILED: KeyError: 'x'" in out
+    assert out.splitlines()[-1] == "compat: 3 passed, 1 failed"
+    assert compat.main(["windows"]) == 2

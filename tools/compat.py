@@ -120,20 +120,22 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown stack {', '.join(unknown)}; the stacks are {', '.join(STACKS)} (compat/*.txt)")
         return 2
-    report, failed = [], False
+    report, checks = [], []  # checks: one bool per stack's library tests and per lesson
     for stack in stacks:
         start = time.perf_counter()
         python = build(stack)
         report.append(f"## {stack}: {versions(python)}")
         tests = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "-m", FAST_TESTS], cwd=ROOT)
         report.append(f"library tests: {'passed' if tests.returncode == 0 else 'FAILED'}")
-        failed |= tests.returncode != 0
+        checks.append(tests.returncode == 0)
         for name, result in run_lessons(python, stack):
             report.append(f"  {name}: {result}")
-            failed |= not result.startswith("ok")
+            checks.append(result.startswith("ok"))
         report.append(f"({time.perf_counter() - start:.0f} s in all)")
-    print("\n".join(["", "# Compatibility lane", *report]))
-    return 1 if failed else 0
+    passed = sum(checks)
+    summary = f"compat: {passed} passed, {len(checks) - passed} failed"  # test suites and lessons, all stacks
+    print("\n".join(["", "# Compatibility lane", *report, summary]))
+    return 0 if all(checks) else 1
 
 
 if __name__ == "__main__":
