@@ -10,6 +10,9 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 LAB_ARGS ?=
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+# make test's pytest-xdist workers: one per core of the course's 2-core machines; each file runs in one
+# worker (--dist loadfile), so a notebook's cells share one kernel, in order
+WORKERS ?= 2
 # The installer: uv (https://docs.astral.sh/uv/) installs the same pins from requirements.txt about
 # ten times faster than pip (measured: 6.6 s against 70 s for the runtime stack), so it is used when
 # it is on PATH and pip has no configuration of its own: uv does not read pip.conf or PIP_* variables,
@@ -17,7 +20,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 INSTALLER ?= $(if $(and $(shell command -v uv),$(if $(shell $(PYTHON) -m pip config list 2>/dev/null),,none)),uv,pip)
 INSTALL = $(if $(filter uv,$(INSTALLER)),uv pip install --python $(BIN)/python,$(BIN)/python -m pip install)
 
-.PHONY: lab test test-lib test-compat test-notebook lint format run-notebooks checkpoints experiments claims exercises measure check-binder bench weights site clean
+.PHONY: lab test test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims exercises measure check-binder bench weights site clean
 
 ## make lab: set up .venv and open JupyterLab on lesson 1
 lab: $(VENV)/.runtime
@@ -28,12 +31,18 @@ lab: $(VENV)/.runtime
 ## under nbval (lesson 6 with its full budgets in steps: the committed numbers are compared), the
 ## exercises, JupyterLab in a browser and the ViT-B/16 stand-in
 test: lint
-	$(BIN)/python -m pytest $(NBVAL_FLAGS) tests $(NOTEBOOKS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile $(NBVAL_FLAGS) tests $(NOTEBOOKS)
 
 ## make test-lib: the fast tier, the library's unit tests alone (under a minute): no kernel, no
 ## browser, no ViT-B/16 stand-in (the markers notebook, browser and slow in pyproject.toml)
 test-lib: $(VENV)/.dev
 	$(BIN)/python -m pytest tests -m "not notebook and not browser and not slow"
+
+## make test-kinds: the tests that train and hold their result to shipped numbers (marker reproduction),
+## once per emulated kind of CPU (tools/cpu_kinds.py: torch's, MKL's and oneDNN's code paths pinned lower),
+## the kinds side by side; NB="notebooks/05_encoder.ipynb ..." runs those lessons under nbval instead
+test-kinds: $(VENV)/.dev
+	$(BIN)/python tools/cpu_kinds.py $(NB)
 
 ## make test-compat: the compatibility lane, every lesson and the library's tests on other versions than
 ## requirements.txt's (compat/latest.txt, the newest releases; compat/colab.txt, a Colab-like older stack,
@@ -87,9 +96,9 @@ exercises: $(VENV)/.runtime
 site: $(VENV)/.dev
 	SITE_JUPYTERHUB="$(HUB)" $(BIN)/python -m sphinx -M html . $(or $(SITE_DIR),_site) -c docs/site -E -W --keep-going
 
-## make measure: each lesson's wall time and kernel peak memory, full budgets, into the README,
-## without touching the notebooks, then lessons 5 and 6 inside a JupyterLab server, the server's memory
-## added (fails if a kernel, or server and kernel together, pass Binder's 1 GB; about 17 minutes)
+## make measure: each lesson's wall time and kernel peak memory, full budgets, into the README, without
+## touching the notebooks; then every lesson inside a JupyterLab server, the server's memory added (fails
+## if a lesson passes the budget: 800 MB for server and kernel together; about 15 minutes)
 measure: $(VENV)/.dev
 	$(BIN)/python tools/notebook_budget.py --readme
 	$(BIN)/python tools/binder_memory.py --readme

@@ -1,17 +1,49 @@
 """pytest setup for the whole repository; tests/conftest.py holds what the library tests share.
 
-Every lesson fits in Binder's memory: nbval runs each notebook in a kernel of its own; after every
+Every lesson keeps a margin on Binder: nbval runs each notebook in a kernel of its own; after every
 cell, the kernel's peak resident memory so far is read (Linux) and the cell fails if it passed
-Binder's guaranteed 1 GB. The peaks are listed at the end of the run.
+KERNEL_LIMIT_MB (the budget of server and kernel together, less what the Jupyter server holds).
+The peaks are listed at the end of the run, also when pytest-xdist runs the files in workers.
+
+`make test` runs two workers: the files that take longest go first (HEAVY_FIRST), so that the
+run ends with short files on both workers; within a file the order is kept (a notebook's cells
+run in order in one kernel).
 """
 
+import os
 from pathlib import Path
 
 import pytest
 
-from tools.notebook_budget import LIMIT_MB, peak_rss_mb
+from tools.notebook_budget import KERNEL_LIMIT_MB, peak_rss_mb
+
+# tests/test_vit_b16_file.py raises it to Binder's 1 GB for lesson 8 with the published weights present
+KERNEL_LIMIT_MB = float(os.environ.get("VIT_KERNEL_LIMIT_MB", KERNEL_LIMIT_MB))
 
 KERNEL_PEAKS: dict[str, float] = {}
+# The longest files first (measured with --durations: lesson 6 alone takes about 4 minutes on one core).
+HEAVY_FIRST = [
+    "06_training.ipynb",
+    "test_browser.py",
+    "05_encoder.ipynb",
+    "09_claims.ipynb",
+    "test_exercises.py",
+    "test_peer_bench.py",
+    "07_inside_vit.ipynb",
+    "test_vit_b16_file.py",
+]
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = Path(str(item.fspath)).name
+        return HEAVY_FIRST.index(name) if name in HEAVY_FIRST else len(HEAVY_FIRST)
+
+    items.sort(key=rank)  # a stable sort: each file keeps its own order
+
+
+def note_peak(name: str, peak: float) -> None:
+    KERNEL_PEAKS[name] = max(peak, KERNEL_PEAKS.get(name, 0.0))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -25,15 +57,23 @@ def pytest_runtest_makereport(item, call):
     if peak is None:
         return
     name = Path(str(item.fspath)).name
-    KERNEL_PEAKS[name] = max(peak, KERNEL_PEAKS.get(name, 0.0))
-    if peak > LIMIT_MB:
+    note_peak(name, peak)
+    report.user_properties.append(("kernel_peak_mb", peak))  # travels to the xdist controller
+    if peak > KERNEL_LIMIT_MB:
         report.outcome = "failed"
         report.longrepr = (
-            f"{name}: the kernel's memory peaked at {peak:.0f} MB by this cell; Binder guarantees {LIMIT_MB} MB"
+            f"{name}: the kernel's memory peaked at {peak:.0f} MB by this cell; a lesson's kernel may use "
+            f"{KERNEL_LIMIT_MB:.0f} MB (tools/notebook_budget.py: the budget on Binder, less the Jupyter server's)"
         )
+
+
+def pytest_runtest_logreport(report):
+    for key, value in getattr(report, "user_properties", []):
+        if key == "kernel_peak_mb":  # in the controller, from a worker's report (or in a run without workers)
+            note_peak(Path(report.nodeid.split("::")[0]).name, value)
 
 
 def pytest_terminal_summary(terminalreporter):
     if KERNEL_PEAKS:
         peaks = ", ".join(f"{name} {peak:.0f} MB" for name, peak in sorted(KERNEL_PEAKS.items()))
-        terminalreporter.write_line(f"kernel peak memory (Binder guarantees {LIMIT_MB} MB): {peaks}")
+        terminalreporter.write_line(f"kernel peak memory (the limit: {KERNEL_LIMIT_MB:.0f} MB): {peaks}")

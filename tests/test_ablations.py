@@ -126,6 +126,7 @@ def test_a_missing_results_file_says_how_to_make_it(tmp_path):
         shipped_results(tmp_path / "nowhere.json")
 
 
+@pytest.mark.reproduction
 def test_a_rerun_of_a_shipped_experiment_reproduces_it(digits):
     """The reproduction test: seed 0 of the digits ablation baseline, trained again from scratch
     (600 steps, about 10 s). On the kind of CPU that made the file (made_here) it gives the stored

@@ -1,6 +1,8 @@
 """The benchmark (`python -m utils.bench`): structure and sanity of one quick run; no timed asserts."""
 
+import gc
 import math
+import weakref
 
 import pytest
 import torch
@@ -38,7 +40,7 @@ def attention_rows(results) -> dict[tuple[int, int], dict[str, dict]]:
 
 def test_every_case_has_every_implementation(results):
     rows = attention_rows(results)
-    assert set(rows) == {(17, 64), (65, 64), (257, 64), (1025, 64), (197, 768)}
+    assert set(rows) == {(17, 64), (65, 64), (257, 64)}  # the quick run: no 1025 tokens, no ViT-B/16
     for case, by_implementation in rows.items():
         assert set(by_implementation) == IMPLEMENTATIONS, case
     training = [r for r in results if r["benchmark"] == "training"]
@@ -72,10 +74,11 @@ def test_the_explicit_implementation_keeps_the_weights_and_grows_quadratically(r
         row = rows[tokens, 64][implementation]
         return row["saved_bytes"] / row["batch"]
 
-    # 4x the tokens: N^2 gives 16x, N gives 4x
-    explicit_growth = per_image(1025, "explicit") / per_image(257, "explicit")
-    fused_growth = per_image(1025, "fused") / per_image(257, "fused")
-    assert explicit_growth > 10, explicit_growth
+    # 4x the patches (65 -> 257 tokens): N^2 gives 16x, N gives 4x; the explicit path's linear
+    # activations (x, qkv, the merged heads) still weigh at 257 tokens, so it grows by 9x here
+    explicit_growth = per_image(257, "explicit") / per_image(65, "explicit")
+    fused_growth = per_image(257, "fused") / per_image(65, "fused")
+    assert explicit_growth > 2 * fused_growth, (explicit_growth, fused_growth)
     assert 3.5 < fused_growth < 4.5, fused_growth
 
 
@@ -89,7 +92,7 @@ def test_training_the_tiny_vit_keeps_less_when_fused(results):
 def test_the_table_shows_every_case(results):
     table = format_table(results)
     lines = table.splitlines()
-    for tokens in (17, 65, 257, 1025, 197):
+    for tokens in (17, 65, 257):
         assert any(line.split()[:1] == [str(tokens)] for line in lines), tokens
     assert "images/s" in table
     data = [line for line in lines if line[:6].strip().isdigit()]
@@ -111,6 +114,8 @@ def test_token_counts_are_the_courses():
         (197, 768, 12),
     ]
     assert all(c["batch"] * (c["tokens"] - 1) == 2048 for c in cases[:4])  # equal linear work
+    quick = [(c["tokens"], c["dim"], c["batch"]) for c in attention_cases(quick=True)]
+    assert quick == [(17, 64, 128), (65, 64, 32), (257, 64, 8)]  # lesson 6 on Binder: no 100 MB at once
 
 
 def test_saved_bytes_counts_each_storage_once_and_skips_parameters():
@@ -121,6 +126,22 @@ def test_saved_bytes_counts_each_storage_once_and_skips_parameters():
     assert explicit == 4 * (3 * 5 * 8 + 3 * 5 * 24 + 3 * 2 * 5 * 5 + 3 * 5 * 8)
     with_params = saved_bytes(lambda: layer(x))
     assert with_params == explicit + 4 * (8 * 8 + 24 * 8)  # the qkv and proj weights
+
+
+def test_saved_bytes_frees_the_graph_it_measured():
+    """Softmax saves its own output for backward: packed as itself, that output would hold its own
+    graph, a cycle Python's garbage collector cannot see, and every measured run would stay in memory."""
+    x = torch.randn(4, 64, 64, requires_grad=True)
+    outputs = []
+
+    def run():
+        out = x.softmax(dim=-1)  # (4, 64, 64), saved by softmax's backward
+        outputs.append(weakref.ref(out))
+        return out
+
+    assert saved_bytes(run) == 4 * 64 * 64 * 4
+    gc.collect()
+    assert outputs[0]() is None, "the measured output (and its graph) is still alive"
 
 
 def test_set_attention_implementation_sets_every_layer_and_rejects_unknown_names():

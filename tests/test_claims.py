@@ -36,6 +36,7 @@ def test_every_trial_ships_five_seeds_made_by_todays_recipe():
         assert all(run["steps"] == TRIALS[name].experiment.fit["steps"] for run in runs)
 
 
+@pytest.mark.reproduction
 @pytest.mark.parametrize("name", ["digits", "digits, class token xavier"])
 def test_a_rerun_reproduces_the_shipped_seed_0(name):
     """Two of lesson 9's cheapest trials (digits, 600 steps, a few seconds each; stable ones, not the

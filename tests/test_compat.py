@@ -55,11 +55,11 @@ def test_the_stand_in_colab_makes_the_lessons_cell_install_the_course(tmp_path):
 def test_the_lane_reports_each_lesson_and_fails_when_one_fails(monkeypatch, capsys):
     """main() with the venvs, pytest and the lessons stood in for: a report line per lesson, a
     closing count, and exit 1 when a lesson failed (CI reads both)."""
-    monkeypatch.setattr(compat, "build", lambda stack: Path(f"/venvs/{stack}/bin/python"))
+    monkeypatch.setattr(compat, "build", lambda stack, log=None: Path(f"/venvs/{stack}/bin/python"))
     monkeypatch.setattr(compat, "versions", lambda python: "torch 2.13.0")
-    monkeypatch.setattr(compat, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 0))
+    monkeypatch.setattr(compat, "run", lambda command, log=None, **kwargs: subprocess.CompletedProcess(command, 0))
     results = {"latest": [("01_patches.ipynb", "ok, 9 s")], "colab": [("01_patches.ipynb", "FAILED: KeyError: 'x'")]}
-    monkeypatch.setattr(compat, "run_lessons", lambda python, stack: results[stack])
+    monkeypatch.setattr(compat, "run_lessons", lambda python, stack, log=None: results[stack])
     assert compat.main(["latest"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "compat: 2 passed, 0 failed"
     assert compat.main([]) == 1

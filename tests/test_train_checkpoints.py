@@ -15,6 +15,7 @@ from utils.vit import ViTConfig
 from utils.weights import load_trained, shipped_models
 
 
+@pytest.mark.reproduction
 @pytest.mark.parametrize("name, floor", [("digits", 0.97), ("relational", 0.98), ("relational_fine", 0.98)])
 def test_shipped_model_is_its_recipe_and_reaches_its_stated_accuracy(name, floor):
     model, info = load_trained(name)

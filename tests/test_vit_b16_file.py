@@ -14,7 +14,7 @@ from lessons import ROOT
 from references import to_hub_file_layout
 from safetensors.torch import save_file
 
-from tools.notebook_budget import LIMIT_MB
+from tools.notebook_budget import BINDER_MB
 from utils.pretrained import load_vit_b16
 from utils.weights import vit_b16_path
 
@@ -58,9 +58,10 @@ def test_load_vit_b16_computes_what_transformers_computes_at_full_size(stand_in)
 
 def test_lesson_8_passes_nbval_with_the_weights_present(stand_in):
     """CI has no ViT-B/16 file, so nbval runs lesson 8's other way there; this runs it the way a
-    learner with the weights does: every cell, the same strict outputs, within Binder's memory."""
+    learner with the weights does: every cell, the same strict outputs, within Binder's 1 GB (not
+    within a lesson's 800 MB budget: the published weights alone are 346 MB)."""
     _, folder = stand_in
-    env = {**os.environ, "VIT_WEIGHTS_DIR": str(folder)}
+    env = {**os.environ, "VIT_WEIGHTS_DIR": str(folder), "VIT_KERNEL_LIMIT_MB": str(BINDER_MB)}
     command = [
         sys.executable,
         "-m",
@@ -78,4 +79,4 @@ def test_lesson_8_passes_nbval_with_the_weights_present(stand_in):
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     # the root conftest.py reports the kernel's peak: the real path holds ViT-B/16's 346 MB
     peak = float(re.search(r"08_real_weights\.ipynb (\d+) MB", result.stdout)[1])
-    assert 700 < peak <= LIMIT_MB, result.stdout[-2000:]
+    assert 700 < peak <= BINDER_MB, result.stdout[-2000:]

@@ -11,6 +11,8 @@ Stacks (compat/<stack>.txt):
           at start) and points the cell at this checkout (VIT_FROM_SCRATCH_SOURCE)
 
 Run: python tools/compat.py [stack ...]   (all stacks by default; exit 1 if anything failed)
+The stacks run side by side (most lessons train on one thread), each into a log of its own that is
+printed when the stack is done, then the report and a closing count.
 Python 3.11 only: the one CPU build of torch on the course's machines is for 3.11 (others would
 pull a multi-GB CUDA build).
 """
@@ -21,7 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = {path.stem: path for path in sorted((ROOT / "compat").glob("*.txt"))}
@@ -31,21 +35,24 @@ FAST_TESTS = "not notebook and not browser and not slow"
 COLAB_SITECUSTOMIZE = "import google.colab  # the lane's stand-in for Colab's own module\n"
 
 
-def run(command: list, **kwargs) -> subprocess.CompletedProcess:
-    print("$", " ".join(map(str, command)), flush=True)
+def run(command: list, log: TextIO | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """Run `command`, its output into `log` (standard output when None), after a "$ command" line."""
+    print("$", " ".join(map(str, command)), file=log or sys.stdout, flush=True)
+    if log is not None:
+        kwargs = {"stdout": log, "stderr": subprocess.STDOUT, **kwargs}
     return subprocess.run(command, **kwargs)
 
 
-def build(stack: str) -> Path:
+def build(stack: str, log: TextIO | None = None) -> Path:
     """A fresh venv with the stack's packages (and, but for colab, the course as a wheel); its python."""
     venv = ROOT / ".compat" / stack
     shutil.rmtree(venv, ignore_errors=True)
-    run([sys.executable, "-m", "venv", venv], check=True)
+    run([sys.executable, "-m", "venv", venv], log, check=True)
     python = venv / "bin" / "python"
-    run([python, "-m", "pip", "install", "--quiet", "-r", STACKS[stack], *TOOLS], check=True)
+    run([python, "-m", "pip", "install", "--quiet", "-r", STACKS[stack], *TOOLS], log, check=True)
     if stack != "colab":
         with tempfile.TemporaryDirectory() as build_dir:  # a wheel built from a copy: no build/ left here
-            run([python, "-m", "pip", "install", "--quiet", "--no-deps", ROOT], check=True, cwd=build_dir)
+            run([python, "-m", "pip", "install", "--quiet", "--no-deps", ROOT], log, check=True, cwd=build_dir)
     return python
 
 
@@ -64,25 +71,25 @@ def colab_stub(folder: Path) -> None:
     (folder / "sitecustomize.py").write_text(COLAB_SITECUSTOMIZE)
 
 
-def run_lessons(python: Path, stack: str) -> list[tuple[str, str]]:
+def run_lessons(python: Path, stack: str, log: TextIO | None = None) -> list[tuple[str, str]]:
     """(lesson, result) for every lesson run from a copy in a temporary folder (Colab's /content)."""
     with tempfile.TemporaryDirectory() as scratch:
         content = Path(scratch) / "content"
         shutil.copytree(ROOT / "notebooks", content, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
         env = dict(os.environ, PATH=f"{python.parent}{os.pathsep}{os.environ['PATH']}")
         if stack == "colab":
-            run([python, "-m", "pip", "uninstall", "--quiet", "--yes", "vit-from-scratch"], check=False)
+            run([python, "-m", "pip", "uninstall", "--quiet", "--yes", "vit-from-scratch"], log, check=False)
             colab_stub(Path(scratch) / "stub")
             env |= {"PYTHONPATH": str(Path(scratch) / "stub"), "VIT_FROM_SCRATCH_SOURCE": str(ROOT)}
         code = "import sys; from tools.compat import lesson_results; lesson_results(sys.argv[1:])"
         notebooks = sorted(str(path) for path in content.glob("*.ipynb"))
-        print("$ (in the stack's venv) tools.compat.lesson_results on a copy of notebooks/", flush=True)
+        print("$ (in the stack's venv) tools.compat.lesson_results on a copy of notebooks/", file=log, flush=True)
         runner = subprocess.Popen(
             [python, "-c", code, *notebooks], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
         )
         results = []
         for line in runner.stdout:  # one line per lesson, as each finishes
-            print(line, end="", flush=True)
+            print(line, end="", file=log or sys.stdout, flush=True)
             if "\t" in line:
                 results.append(tuple(line.rstrip("\n").split("\t", 1)))
         returncode = runner.wait()
@@ -114,24 +121,39 @@ def lesson_results(paths: list[str]) -> None:
         print(f"{path.name}\t{result}", flush=True)
 
 
+def lane(stack: str) -> tuple[list[str], list[bool], str]:
+    """One stack's lane: its report lines, one bool per check (the library tests, each lesson), and
+    everything its commands printed."""
+    with tempfile.TemporaryFile("w+") as log:
+        start = time.perf_counter()
+        python = build(stack, log)
+        report, checks = [f"## {stack}: {versions(python)}"], []
+        tests = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "-m", FAST_TESTS], log, cwd=ROOT)
+        report.append(f"library tests: {'passed' if tests.returncode == 0 else 'FAILED'}")
+        checks.append(tests.returncode == 0)
+        for name, result in run_lessons(python, stack, log):
+            report.append(f"  {name}: {result}")
+            checks.append(result.startswith("ok"))
+        report.append(f"({time.perf_counter() - start:.0f} s in all)")
+        log.seek(0)
+        return report, checks, log.read()
+
+
 def main(argv: list[str]) -> int:
     stacks = argv or list(STACKS)
     unknown = [name for name in stacks if name not in STACKS]
     if unknown:
         print(f"unknown stack {', '.join(unknown)}; the stacks are {', '.join(STACKS)} (compat/*.txt)")
         return 2
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=len(stacks)) as pool:  # side by side
+        lanes = list(pool.map(lane, stacks))
     report, checks = [], []  # checks: one bool per stack's library tests and per lesson
-    for stack in stacks:
-        start = time.perf_counter()
-        python = build(stack)
-        report.append(f"## {stack}: {versions(python)}")
-        tests = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "-m", FAST_TESTS], cwd=ROOT)
-        report.append(f"library tests: {'passed' if tests.returncode == 0 else 'FAILED'}")
-        checks.append(tests.returncode == 0)
-        for name, result in run_lessons(python, stack):
-            report.append(f"  {name}: {result}")
-            checks.append(result.startswith("ok"))
-        report.append(f"({time.perf_counter() - start:.0f} s in all)")
+    for stack, (lines, passed, output) in zip(stacks, lanes):
+        print(f"# {stack}: what its commands printed\n{output}", flush=True)
+        report += lines
+        checks += passed
+    report.append(f"({time.perf_counter() - start:.0f} s for all stacks, side by side)")
     passed = sum(checks)
     summary = f"compat: {passed} passed, {len(checks) - passed} failed"  # test suites and lessons, all stacks
     print("\n".join(["", "# Compatibility lane", *report, summary]))

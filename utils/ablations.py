@@ -28,7 +28,7 @@ from utils.baselines import DeepCNN, SmallCNN
 from utils.data import RELATIONAL_TASKS, load_training_set, split_validation
 from utils.datasets import ImageDataset
 from utils.experiments import PREDICTION, compare, prediction_interval, run_seeds, spread
-from utils.runtime import cpu_kind
+from utils.runtime import cpu_kind, release_memory
 from utils.validation import WrongTypeError, describe
 from utils.vit import VisionTransformer, ViTConfig
 
@@ -206,6 +206,7 @@ def experiment_data(data: str) -> Split:
     """
     if not isinstance(data, str) or data not in DATA:
         raise ValueError(f"data must be one of {sorted(DATA)}, got {describe(data)}")
+    release_memory()  # the images are drawn in fresh pages: first hand back what earlier work freed
     train, test = load_training_set(**DATA[data][0])
     train, val = split_validation(train, VALIDATION_FRACTION, seed=SPLIT_SEED)
     return Split(train, val, test)

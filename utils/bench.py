@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from utils.attention import ATTENTION_IMPLEMENTATIONS, MultiHeadSelfAttention
+from utils.runtime import release_memory
 from utils.training import train_step
 from utils.vit import VisionTransformer, ViTConfig
 
@@ -48,10 +49,13 @@ def attention_cases(quick: bool = False) -> list[dict]:
 
     17 = 8x8 digits in 2 px patches + cls; 65 = 32 px in 4 px patches + cls (the tiny ViT);
     257 = 64 px in 4 px patches + cls; 1025 = 128 px in 4 px patches + cls; 197 x 768 = ViT-B/16.
+    quick (lesson 6 runs it, on Binder's 1 GB): the first three alone; at 1025 tokens the explicit
+    T x T matrices and their gradients hold about 100 MB at once, and ViT-B/16's three layers with
+    their gradients about 55 MB.
     """
-    cases = [dict(tokens=n, dim=64, heads=4, batch=TOKENS_PER_BATCH // (n - 1)) for n in (17, 65, 257, 1025)]
-    cases.append(dict(tokens=197, dim=768, heads=12, batch=1 if quick else 4))
-    return cases
+    token_counts = (17, 65, 257) if quick else (17, 65, 257, 1025)
+    cases = [dict(tokens=n, dim=64, heads=4, batch=TOKENS_PER_BATCH // (n - 1)) for n in token_counts]
+    return cases if quick else [*cases, dict(tokens=197, dim=768, heads=12, batch=4)]
 
 
 def machine_info() -> str:
@@ -86,7 +90,9 @@ def saved_bytes(fn: Callable[[], object], exclude: list[torch.Tensor] = ()) -> i
         storage = tensor.untyped_storage()
         if storage.data_ptr() not in skip:
             storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
+        # detached: an output packed as itself would hold its own graph, a cycle through C++ that Python's
+        # garbage collector cannot see, so the graph and every tensor it saved would never be freed
+        return tensor.detach()
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         result = fn()
@@ -225,7 +231,8 @@ def run_benchmark(quick: bool = False, threads: int | None = None, verbose: bool
     """Run every measurement once; one dict per (case, implementation).
 
     Args:
-        quick: a short run (a few seconds): fewer repeats, smaller batches for ViT-B/16 and training.
+        quick: a short run (a few seconds): fewer repeats, the width-64 cases up to 257 tokens alone, a
+            smaller training batch.
         threads: torch threads for the run (restored afterwards); None keeps torch's setting.
         verbose: print a line as each case is done.
     Returns:
@@ -242,9 +249,11 @@ def run_benchmark(quick: bool = False, threads: int | None = None, verbose: bool
         torch.set_num_threads(threads)
     try:
         results = []
+        release_memory()  # each case starts from what the process still uses, not from what it freed
         for case in attention_cases(quick):
             big = case["dim"] >= 768
             results += bench_attention(case, warmup, max(3, repeats // 3) if big else repeats)
+            release_memory()
             if verbose:
                 print(f"  measured {case['tokens']} tokens x {case['dim']}", flush=True)
         results += bench_training(batch=32 if quick else 128, warmup=1 if quick else 2, repeats=2 if quick else 10)

@@ -169,6 +169,7 @@ def shape_mask(shape: str, size: int) -> np.ndarray:
 
 PLACEMENT_TRIES = 10_000  # per image; the defaults need about 2 tries ("same_*") or 17 ("orientation")
 MEMORY_LIMIT = 2 * 2**30  # bytes make_relational may use while it draws (Binder has 1 GB in all)
+NOISE_CHUNK = 256  # images whose background noise is drawn at once: float64 draws are twice their float32 size
 MIN_SHAPE_SIZE = 5  # below 5 pixels some of the four shapes have the very same pixels
 
 
@@ -222,7 +223,7 @@ def _check_relational(
             f"apart (centre to centre) in images of {image_size} x {image_size}, less than "
             f"min_distance={min_distance}: use a larger image_size, a smaller object_size or a smaller min_distance"
         )
-    needed = num_images * image_size**2 * (3 * 12 + 1)  # float64 noise, its float32 copy, the masks
+    needed = num_images * image_size**2 * (3 * 4 + 1)  # the float32 images and the masks (the noise comes in chunks)
     if needed > MEMORY_LIMIT:
         raise ValueError(
             f"make_relational(num_images={num_images}, image_size={image_size}) would need about "
@@ -270,7 +271,11 @@ def make_relational(
     _check_relational(num_images, task, image_size, object_size, min_distance, noise, seed, mirrored)
     rng = np.random.default_rng(seed)
     colours = np.array(list(COLOURS.values()), dtype=np.float32)  # (4, 3)
-    images = rng.normal(0.08, noise, size=(num_images, image_size, image_size, 3)).astype(np.float32)
+    channels_first = np.empty((num_images, 3, image_size, image_size), dtype=np.float32)  # (N, 3, H, W), the result
+    images = channels_first.transpose(0, 2, 3, 1)  # (N, H, W, 3): a view of it, drawn in pixel by pixel
+    for start in range(0, num_images, NOISE_CHUNK):  # the same draws as one call, without a float64 copy of all
+        chunk = images[start : start + NOISE_CHUNK]
+        chunk[:] = rng.normal(0.08, noise, size=chunk.shape)
     masks = np.zeros((num_images, image_size, image_size), dtype=bool)
     boxes = np.zeros((num_images, 2, 4), dtype=np.int64)  # (image, object, (top, left, bottom, right))
     labels = np.arange(num_images) % 2  # half and half, then shuffled below
@@ -309,7 +314,7 @@ def make_relational(
             images[i][window][mask] = colours[colour]
             masks[i][window] |= mask
     np.clip(images, 0.0, 1.0, out=images)  # in place: Binder's memory is tight
-    images = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()  # (N, 3, H, W)
+    images = torch.from_numpy(channels_first)  # (N, 3, H, W), no copy
     dataset = ImageDataset(images, torch.from_numpy(labels).long(), RELATIONAL_TASKS[task])
     dataset.object_masks = torch.from_numpy(masks)
     dataset.object_boxes = torch.from_numpy(boxes)

@@ -1,6 +1,9 @@
 """Where the course's code runs and how it repeats: seeding, the number of CPU threads, device
 choice, and a model's mode."""
 
+import ctypes
+import ctypes.util
+import gc
 import os
 import platform
 import random
@@ -92,6 +95,23 @@ def cpu_kind() -> str:
     """
     pins = [f"{name}={os.environ[name]}" for name in ISA_PINS if os.environ.get(name)]
     return ", ".join([_processor_model(), f"torch {torch.backends.cpu.get_cpu_capability()}", *pins])
+
+
+def release_memory() -> bool:
+    """Collect garbage, then hand the memory that freed back to the operating system (glibc's
+    malloc_trim), so that a process's resident memory, which Binder counts, falls back to what it
+    still uses. True where that could be done (Linux with glibc), False elsewhere, where the
+    allocator decides alone."""
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):  # no C library to load, or one without malloc_trim (macOS, musl)
+        trim = None
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 def get_device(name: str | None = None) -> torch.device:

@@ -23,7 +23,7 @@ from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
 from utils.datasets import check_dataset, check_float_images, check_labels
-from utils.runtime import check_threads, eval_mode, torch_threads
+from utils.runtime import check_threads, eval_mode, release_memory, torch_threads
 from utils.validation import (
     WrongTypeError,
     check_flag,
@@ -708,6 +708,8 @@ def fit(
         finally:
             report.close()  # also when a step or on_epoch raises: no bar left hanging
     model.eval()
+    del optimizer  # AdamW's moments (twice the model's size) are freed, then handed back to the system
+    release_memory()
     return history
 
 
