@@ -70,9 +70,11 @@ test-notebook: $(VENV)/.dev
 run-notebooks: $(VENV)/.dev
 	$(BIN)/python tools/notebook_budget.py --write --readme $(or $(NB),$(NOTEBOOKS))
 
-## make checkpoints: retrain the tiny ViTs shipped in utils/checkpoints (reproducible on a CPU)
+## make checkpoints: retrain the tiny ViTs shipped in utils/checkpoints (reproducible on a CPU of the kind
+## that made them); a run that differs from a shipped file stops without touching it, and FORCE=1 replaces
+## it, keeping the old one as <name>.pt.bak
 checkpoints: $(VENV)/.runtime
-	$(BIN)/python tools/train_checkpoints.py
+	$(BIN)/python tools/train_checkpoints.py $(if $(filter-out 0,$(FORCE)),--force)
 
 ## make experiments: run lesson 6's experiments with seeds 0-4 (one CPU thread per run, one run per
 ## core, about 30 minutes on 2 cores) into utils/results/lesson6.json, which the lesson and tests read
@@ -130,8 +132,10 @@ $(VENV)/.runtime: requirements.txt pyproject.toml binder/overrides.json | $(BIN)
 	cp binder/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	@touch $@
 
-$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
+$(VENV)/.dev: requirements-dev.txt requirements-timm.txt $(VENV)/.runtime
 	$(INSTALL) -r requirements-dev.txt
+	rm -rf $(VENV)/timm
+	$(INSTALL) --no-deps --target $(VENV)/timm -r requirements-timm.txt
 	@touch $@
 
 clean:

@@ -7,7 +7,9 @@ The peaks are listed at the end of the run, also when pytest-xdist runs the file
 
 `make test` runs two workers: the files that take longest go first (HEAVY_FIRST), so that the
 run ends with short files on both workers; within a file the order is kept (a notebook's cells
-run in order in one kernel).
+run in order in one kernel). Each worker, and each kernel or server it starts, gets its share of
+the cores as torch's thread count (OMP_NUM_THREADS): two processes of two threads on two cores
+wait on each other's threads, and a lesson cell of small operations took 30 times as long.
 """
 
 import os
@@ -32,6 +34,16 @@ HEAVY_FIRST = [
     "07_inside_vit.ipynb",
     "test_vit_b16_file.py",
 ]
+
+
+def pytest_configure(config):
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if os.environ.get("PYTEST_XDIST_WORKER") and workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        import torch
+
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(threads)  # for the kernels and servers this worker starts
+        torch.set_num_threads(threads)
 
 
 def pytest_collection_modifyitems(items):

@@ -2,6 +2,7 @@
 shipped for them (utils/results/lesson6.json): complete, made by today's recipes, and
 reproduced by a rerun."""
 
+import hashlib
 import json
 import math
 
@@ -15,6 +16,7 @@ from utils.ablations import (
     SEEDS,
     Agreement,
     Experiment,
+    Split,
     agreement,
     agrees_with_shipped,
     experiment_data,
@@ -210,7 +212,137 @@ def test_the_results_table_shows_the_run_here_the_shipped_spread_and_the_compute
 
 def test_the_data_of_another_task_is_refused(digits):
     orientation = experiment_data("orientation")
-    with pytest.raises(ValueError, match=r"'same colour' trains on 'same_colour', but data holds the classes"):
+    with pytest.raises(
+        ValueError, match=r"'same colour' trains on experiment_data\('same_colour'\) \(classes .*\), but data"
+    ):
         run_experiment("same colour", data=orientation)  # same shapes, another question: it would train silently
     with pytest.raises(ValueError, match=r"pass experiment_data\('digits'\)"):
         run_experiment("digits", data=orientation)
+
+
+# ---- refused inputs and damaged files (review findings S1-S4, obscure 1-3) ----------------------
+
+
+def canonical_sha256(experiments: dict) -> str:
+    """The checksum recomputed here, independently of the library: sha256 of the sorted, compact JSON."""
+    text = json.dumps(experiments, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+SHIPPED = ablations.RESULTS_FILE  # lesson6.json, even where a test sets ablations.RESULTS_FILE elsewhere
+
+
+def copy_of_shipped(tmp_path, change=None, name="lesson6.json"):
+    """A copy of lesson6.json in tmp_path, changed by change(results) if given (checksum kept)."""
+    results = json.loads(SHIPPED.read_text())
+    if change:
+        change(results)
+    path = tmp_path / name
+    path.write_text(json.dumps(results, indent=1))
+    return path
+
+
+def test_agrees_with_shipped_refuses_the_data_of_another_experiment(digits):
+    """S1: 'digits' held to the split of "same colour?" used 800 validation images for its slack."""
+    pairs = experiment_data("same_colour")
+    with pytest.raises(ValueError, match=r"'digits' is measured on experiment_data\('digits'\)") as refused:
+        agrees_with_shipped("digits", dict(shipped_runs("digits")[0]), pairs)
+    assert "['different colours', 'same colour']" in str(refused.value)
+    part = Split(digits.train, digits.val.subset(range(100)), digits.test)  # a part cut short
+    with pytest.raises(ValueError, match=r"data.val holds 100 images, not the 269 of experiment_data\('digits'\)"):
+        agrees_with_shipped("digits", dict(shipped_runs("digits")[0]), part)
+
+
+def test_a_percentage_is_refused_where_a_fraction_is_expected(digits):
+    """S2: 97.0 (a percentage) was taken as 9700 %."""
+    with pytest.raises(
+        ValueError, match=r"run\['val_accuracy'\] must be a fraction from 0 to 1, got 97.0: divide by 100"
+    ):
+        agrees_with_shipped("digits", {"seed": 0, "val_accuracy": 97.0}, digits)
+    with pytest.raises(ValueError, match=r"run\['test_accuracy'\] must be a number"):
+        agrees_with_shipped("digits", {"seed": 0, "test_accuracy": "0.9"}, digits, "test_accuracy")
+    with pytest.raises(ValueError, match=r"run\['seed'\] must be a whole number"):
+        agrees_with_shipped("digits", {"seed": 0.5, "val_accuracy": 0.9}, digits)
+    with pytest.raises(ValueError, match=r"value must be a fraction from 0 to 1, got 97.0: divide by 100"):
+        agreement(97.0, 0.97, [0.95, 0.97, 0.99], exact=False, images=100)
+    with pytest.raises(ValueError, match=r"live\['orientation, none'\]\['val_accuracy'\] must be a fraction"):
+        results_table({"orientation, none": "none"}, {"orientation, none": {"val_accuracy": 50.0}})
+
+
+def test_the_shipped_files_carry_the_checksum_of_their_experiments():
+    for path in (ablations.RESULTS_FILE, ablations.RESULTS_FILE.with_name("lesson9.json")):
+        stored = json.loads(path.read_text())
+        assert stored["experiments_sha256"] == canonical_sha256(stored["experiments"]), path
+        assert shipped_results(path) == stored
+
+
+def test_a_changed_results_file_is_refused_with_how_to_restore_it(tmp_path, monkeypatch):
+    """S3: seed 3 set to 0.5 by hand moved the lesson's spreads and verdicts without a word."""
+
+    def edit(results):
+        results["experiments"]["digits"]["runs"][3]["val_accuracy"] = 0.5
+
+    path = copy_of_shipped(tmp_path, edit, "results.json")
+    with pytest.raises(ValueError, match=r"results.json was changed after it was written \(checksum differs\)"):
+        shipped_results(path)
+    monkeypatch.setattr(ablations, "RESULTS_FILE", tmp_path / "lesson6.json")  # as if it were the shipped file
+    path = copy_of_shipped(tmp_path, edit)
+    with pytest.raises(ValueError, match=r"restore it with git checkout .*lesson6.json, or run make experiments"):
+        shipped_results(path)
+
+    def unsigned(results):
+        del results["experiments_sha256"]
+
+    with pytest.raises(ValueError, match=r"holds no checksum"):
+        shipped_results(copy_of_shipped(tmp_path, unsigned, "unsigned.json"))
+
+
+def test_a_rewritten_results_file_is_read_again(tmp_path):
+    """S4: the results were cached per path forever; a file rewritten (by make experiments) is read again."""
+    results = json.loads(ablations.RESULTS_FILE.read_text())
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    assert shipped_results(path)["experiments"]["digits"]["runs"][0]["val_accuracy"] != 0.123
+    results["experiments"]["digits"]["runs"][0]["val_accuracy"] = 0.123
+    results["experiments_sha256"] = canonical_sha256(results["experiments"])
+    path.write_text(json.dumps(results))
+    assert shipped_results(path)["experiments"]["digits"]["runs"][0]["val_accuracy"] == 0.123
+
+
+def test_a_results_file_that_is_no_json_names_the_file_and_the_fix(tmp_path):
+    """Obscure 1: a file cut off gave a bare JSONDecodeError."""
+    path = tmp_path / "results.json"
+    path.write_text(ablations.RESULTS_FILE.read_text()[:5000])
+    with pytest.raises(
+        ValueError, match=r"results.json is not valid JSON \(cut off or edited\? .*line \d+, column \d+\)"
+    ):
+        shipped_results(path)
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (
+            lambda r: r["experiments"]["digits"]["runs"][0].pop("seed"),
+            r"run 0 of 'digits' has no 'seed' \(expected seed, ",
+        ),
+        (lambda r: r["experiments"]["digits"].update(runs=[]), r"'digits' holds no runs"),
+        (lambda r: r.pop("experiments"), r"has no 'experiments'"),
+        (lambda r: r.pop("seeds"), r"has no 'seeds'"),
+        (
+            lambda r: r["experiments"]["digits"]["runs"][2].update(val_accuracy=float("nan")),
+            r"seed 2 of 'digits' has val_accuracy nan; the file holds accuracies from 0 to 1",
+        ),
+        (
+            lambda r: r["experiments"]["digits"]["runs"][2].update(test_accuracy="0.9"),
+            r"seed 2 of 'digits' has test_accuracy '0.9'",
+        ),
+        (lambda r: r["experiments"]["digits"]["runs"][1].update(seed=0), r"'digits' holds seed 0 twice"),
+    ],
+)
+def test_a_results_file_missing_keys_or_holding_no_accuracy_says_what_is_wrong(tmp_path, change, words):
+    """Obscure 2, 3: a KeyError, an IndexError, or an error about an argument `a` nobody passed."""
+    path = copy_of_shipped(tmp_path, change, "results.json")
+    with pytest.raises(ValueError, match=words) as refused:
+        shipped_results(path)
+    assert str(path) in str(refused.value) and "remove it" in str(refused.value)

@@ -2,8 +2,10 @@
 reference), on odd sizes, batch 1, masks and several heads; gradcheck on each piece; the
 finite-difference check and the cache's memory."""
 
+import copy
 import dataclasses
 import functools
+import pickle
 
 import pytest
 import torch
@@ -398,3 +400,300 @@ def test_bad_input_gets_a_clear_error():
         vit_forward(nn.Linear(2, 2), torch.randn(1, 2), torch.tensor([0]))
     with pytest.raises(ValueError, match="LayerScale"):
         block_forward(EncoderBlock(8, 2, layer_scale=0.1), torch.randn(1, 3, 8))
+
+
+# ---- caches that no longer match, and bad input (issue #28) -------------------------------------
+
+
+def tiny_vit(**options) -> VisionTransformer:
+    """An 8 x 8 one-channel ViT with 10 classes (4 patches), float64."""
+    config = ViTConfig.tiny(image_size=8, patch_size=4, in_channels=1, num_classes=10, **options)
+    return VisionTransformer(config).double()
+
+
+def test_a_backward_refuses_a_cache_whose_weight_or_input_changed_in_place():
+    """S6, S8: linear_backward after the weight (an optimizer step) or x changed in place gave
+    gradients off by 6.9 or 9.6 without a word; autograd refuses the same situation."""
+    x, w, g = torch.randn(2, 5, 8), torch.randn(6, 8), torch.randn(2, 5, 6)
+    _, cache = linear_forward(x, w)
+    w.add_(1.0)
+    with pytest.raises(ValueError, match=r"^weight was changed in place after linear_forward .*run the forward again"):
+        linear_backward(g, cache)
+    _, cache = linear_forward(x, w)
+    x.mul_(2)
+    with pytest.raises(ValueError, match=r"^x was changed in place after linear_forward"):
+        linear_backward(g, cache)
+
+
+def test_a_change_the_backward_does_not_depend_on_is_fine():
+    """As with autograd: a bias is not kept (dL/dW needs x, not b), so changing it refuses nothing,
+    and the gradients are those of the forward's point."""
+    x, w, b, g = torch.randn(2, 5, 8), torch.randn(6, 8), torch.randn(6), torch.randn(2, 5, 6)
+    _, cache = linear_forward(x, w, b)
+    right = [t.clone() for t in linear_backward(g, cache)]
+    b.add_(1.0)
+    assert_grads_equal(linear_backward(g, cache), right, torch.float32)
+
+
+def test_a_copied_cache_and_an_inference_mode_forward_still_work():
+    """A deep copy or a pickle holds fresh tensors (their versions start anew): nothing was changed
+    in place; tensors made under torch.inference_mode have no version to compare."""
+    x, w, g = torch.randn(2, 5, 8), torch.randn(6, 8), torch.randn(2, 5, 6)
+    x.add_(1)  # a version above 0, which a copy does not inherit
+    _, cache = linear_forward(x, w)
+    right = linear_backward(g, cache)
+    for copied in (copy.deepcopy(cache), pickle.loads(pickle.dumps(cache))):
+        assert_grads_equal(linear_backward(g, copied)[:2], right[:2], torch.float32)
+    with torch.inference_mode():
+        _, cache = linear_forward(torch.randn(2, 5, 8), w)
+        linear_backward(g, cache)
+
+
+def test_vit_backward_refuses_a_cache_after_an_optimiser_step_and_names_the_parameter():
+    """S7: the lesson's flow, vit_backward, one AdamW step, then vit_backward(cache) again (a cell
+    run twice) moved the gradients by 0.44 without a word."""
+    torch.manual_seed(11)
+    model = tiny_vit()
+    _, cache = vit_forward(model, torch.rand(4, 1, 8, 8, dtype=torch.float64), torch.tensor([1, 2, 3, 4]))
+    grads = vit_backward(cache)
+    for name, p in model.named_parameters():
+        p.grad = grads[name]
+    torch.optim.AdamW(model.parameters(), lr=1e-2).step()
+    with pytest.raises(ValueError, match=r"^patch_embed\.proj\.weight was changed in place after vit_forward"):
+        vit_backward(cache)
+
+
+def _changed_after(piece: str):
+    """(backward, cache, grad_out, the tensor to change in place, its name) for each forward/backward pair."""
+    g = torch.Generator().manual_seed(12)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+    if piece == "linear":
+        x, w = randn(3, 4), randn(5, 4)
+        return linear_backward, linear_forward(x, w)[1], randn(3, 5), w, "weight"
+    if piece == "patch_embed":
+        w = randn(3, 2, 2, 2)
+        return patch_embed_backward, patch_embed_forward(randn(1, 2, 4, 4), w)[1], randn(1, 4, 3), w, "weight"
+    if piece == "layer_norm":
+        w = randn(4)
+        return layer_norm_backward, layer_norm_forward(randn(3, 4), w, randn(4))[1], randn(3, 4), w, "weight"
+    if piece == "gelu":
+        x = randn(3, 4)
+        return gelu_backward, gelu_forward(x)[1], randn(3, 4), x, "x"
+    if piece == "attention":
+        q, k, v = randn(2, 3, 4), randn(2, 5, 4), randn(2, 5, 6)
+        return attention_backward, attention_forward(q, k, v)[1], randn(2, 3, 6), k, "k"
+    if piece == "multi_head":
+        x, qkv, proj = randn(2, 3, 4), randn(12, 4), randn(4, 4)
+        return (
+            multi_head_backward,
+            multi_head_forward(x, qkv, None, proj, randn(4), 2)[1],
+            randn(2, 3, 4),
+            qkv,
+            "qkv_weight",
+        )
+    if piece == "mlp":
+        x, w1, w2 = randn(3, 4), randn(6, 4), randn(4, 6)
+        return mlp_backward, mlp_forward(x, w1, randn(6), w2, randn(4))[1], randn(3, 4), w2, "fc2_weight"
+    if piece == "block":
+        block = random_block(True)
+        return (
+            block_backward,
+            block_forward(block, randn(2, 5, 12))[1],
+            randn(2, 5, 12),
+            block.mlp.fc1.weight,
+            "mlp.fc1.weight",
+        )
+    if piece == "cross_entropy":
+        labels = torch.tensor([0, 2, 1])
+        return cross_entropy_backward, cross_entropy_forward(randn(3, 4), labels)[1], 1.0, labels, "labels"
+    model = tiny_vit()
+    cache = vit_forward(model, torch.rand(2, 1, 8, 8, dtype=torch.float64), torch.tensor([3, 7]))[1]
+    return (lambda _, cache: vit_backward(cache)), cache, None, model.blocks[1].norm2.weight, "blocks.1.norm2.weight"
+
+
+PAIRS = [
+    "linear",
+    "patch_embed",
+    "layer_norm",
+    "gelu",
+    "attention",
+    "multi_head",
+    "mlp",
+    "block",
+    "cross_entropy",
+    "vit",
+]
+
+
+@pytest.mark.parametrize("piece", PAIRS)
+def test_every_backward_refuses_a_tensor_its_forward_kept_that_changed_since(piece):
+    """S6-S8 for every pair: each *_forward records the version of what it keeps (torch counts up
+    a tensor's version at each in-place change), each *_backward compares, naming the tensor as
+    the learner passed it."""
+    backward, cache, grad_out, tensor, name = _changed_after(piece)
+    backward(grad_out, cache)  # unchanged: fine, and as often as wanted
+    backward(grad_out, cache)
+    with torch.no_grad():
+        tensor.add_(1)  # as an optimizer step does
+    with pytest.raises(ValueError, match=rf"^{name} was changed in place after {piece}_forward \(an optimizer step"):
+        backward(grad_out, cache)
+
+
+def test_layer_norm_eps_must_be_a_positive_number():
+    """S9: a negative eps gave all NaN without a word."""
+    x, w, b = torch.zeros(2, 8), torch.ones(8), torch.zeros(8)
+    with pytest.raises(ValueError, match=r"^eps must be a finite number, greater than 0, got -1e-05$"):
+        layer_norm_forward(x, w, b, eps=-1e-5)
+    with pytest.raises(ValueError, match="eps must be a finite number"):
+        layer_norm_forward(x, w, b, eps=float("nan"))
+    with pytest.raises(TypeError, match="eps must be"):
+        layer_norm_forward(x, w, b, eps="1e-5")
+
+
+def test_softmax_backward_refuses_raw_scores():
+    """S10: passing the scores, not their softmax, was off by 15.4 without a word."""
+    g = torch.Generator().manual_seed(13)
+    scores, grad = torch.randn(3, 4, generator=g) * 3, torch.randn(3, 4, generator=g)
+    with pytest.raises(
+        ValueError, match=r"^probs must be softmax outputs, each row in \[0, 1\] summing to 1.*scores\.softmax\(-1\)"
+    ):
+        softmax_backward(scores, grad)
+    with pytest.raises(ValueError, match="row sums from 0.5"):
+        softmax_backward(torch.full((2, 4), 0.125), torch.zeros(2, 4))  # in [0, 1], but the rows sum to 0.5
+    softmax_backward(torch.full((2, 4), 0.25), torch.zeros(2, 4))  # fine
+    softmax_backward(scores.softmax(-1).half(), grad.half())  # half precision rounds the sums: fine too
+
+
+def test_cache_bytes_walks_dicts_and_refuses_other_containers():
+    """S11: a learner's cache kept in a dict measured 0 bytes."""
+    assert cache_bytes({"x": torch.ones(1000), "y": torch.ones(1000)}) == 8000
+    assert cache_bytes([{"x": torch.ones(10)}, (torch.ones(5), None, 2.0, "text")]) == 60
+    with pytest.raises(TypeError, match=r"^cache holds a set: expected tensors in tuples, lists or dicts"):
+        cache_bytes({torch.ones(3)})
+
+
+def test_finite_differences_refuse_a_huge_x_and_a_function_that_returns_no_single_number():
+    """H10: a million numbers meant two million calls of f; Obscure 10: f returning a vector."""
+    calls = []
+
+    def loss(t):
+        calls.append(1)
+        return (t**2).sum()
+
+    with pytest.raises(ValueError, match=r"^x has 1,000,000 numbers: .* \(2,000,000 calls\); pass at most 10,000"):
+        finite_difference_grad(loss, torch.rand(1000, 1000, dtype=torch.float64))
+    assert not calls  # refused before the first call
+    x = torch.rand(3, 5, dtype=torch.float64)
+    with pytest.raises(ValueError, match="at most 10"):
+        finite_difference_grad(loss, x, max_numbers=10)
+    torch.testing.assert_close(finite_difference_grad(loss, x, max_numbers=15), 2 * x)
+    with pytest.raises(
+        ValueError, match=r"^f must return one number \(a scalar loss\), got a tensor of shape \(3, 5\): sum it"
+    ):
+        finite_difference_grad(lambda t: t * 2, x)
+    with pytest.raises(TypeError, match=r"^f must return one number .*got None"):
+        finite_difference_grad(lambda t: None, x)
+
+
+def test_cross_entropy_labels_must_be_class_indices():
+    """Obscure 4: label 99 of 10 classes raised torch's 'index 99 is out of bounds'; -1 likewise."""
+    logits = torch.randn(4, 10)
+    with pytest.raises(
+        ValueError,
+        match=r"^labels must be class indices from 0 to 9 \(logits have 10 classes\), got values from 1 to 99$",
+    ):
+        cross_entropy_forward(logits, torch.tensor([1, 2, 99, 4]))
+    with pytest.raises(ValueError, match="got values from -1 to 4"):
+        cross_entropy_forward(logits, torch.tensor([1, -1, 3, 4]))
+
+
+@pytest.mark.parametrize(
+    "backward, forward",
+    [
+        (linear_backward, "linear_forward"),
+        (patch_embed_backward, "patch_embed_forward"),
+        (layer_norm_backward, "layer_norm_forward"),
+        (attention_backward, "attention_forward"),
+        (multi_head_backward, "multi_head_forward"),
+        (mlp_backward, "mlp_forward"),
+        (block_backward, "block_forward"),
+        (cross_entropy_backward, "cross_entropy_forward"),
+        (lambda _, cache: vit_backward(cache), "vit_forward"),
+    ],
+)
+def test_each_backward_names_another_forwards_cache(backward, forward):
+    """Obscure 5: linear_backward given gelu_forward's cache said 'not enough values to unpack'."""
+    y, cache = gelu_forward(torch.randn(2, 3))
+    with pytest.raises(
+        ValueError, match=rf"^cache must be what {forward} returned, got gelu_forward's cache: pass each backward"
+    ):
+        backward(torch.randn(2, 3), cache)
+    with pytest.raises(ValueError, match=rf"cache must be what {forward} returned, got a tuple of 2 items"):
+        backward(torch.randn(2, 3), tuple(cache))
+    with pytest.raises(ValueError, match=rf"cache must be what {forward} returned, got None"):
+        backward(torch.randn(2, 3), None)
+
+
+def test_multi_head_forward_checks_its_shapes_and_num_heads():
+    """Obscure 6 and 7: a 2-D x, num_heads=0 or '2' raised unpacking, modulo and operand errors."""
+    torch.manual_seed(14)
+    qkv, proj = torch.randn(24, 8), torch.randn(8, 8)
+    with pytest.raises(
+        ValueError,
+        match=r"^expected x shaped \(B, T, D\), got a 2-D tensor of shape \(5, 8\): add the batch axis, x\[None\]",
+    ):
+        multi_head_forward(torch.randn(5, 8), qkv, None, proj, None, 2)
+    x = torch.randn(1, 5, 8)
+    with pytest.raises(ValueError, match=r"^num_heads must be a whole number, at least 1, got 0$"):
+        multi_head_forward(x, qkv, None, proj, None, 0)
+    with pytest.raises(TypeError, match=r"^num_heads must be a whole number, at least 1, got '2' \(str\)"):
+        multi_head_forward(x, qkv, None, proj, None, "2")
+    with pytest.raises(ValueError, match=r"qkv_weight must be \(3D, D\) = \(24, 8\)"):
+        multi_head_forward(x, torch.randn(16, 8), None, proj, None, 2)
+    with pytest.raises(ValueError, match=r"x's last axis must be qkv_weight's in = 6"):
+        multi_head_forward(x, torch.randn(18, 6), None, proj, None, 2)
+
+
+def test_vit_forward_says_which_image_size_the_model_wants():
+    """Obscure 8: 12 x 12 images on an 8 px model raised a broadcast error deep in the positions."""
+    model = tiny_vit()
+    with pytest.raises(ValueError, match=r"expected 8x8 images \(the size the model was built for\), got 12x12"):
+        vit_forward(model, torch.rand(2, 1, 12, 12, dtype=torch.float64), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"expected images of dtype torch.float64 .*images.double\(\)"):
+        vit_forward(model, torch.rand(2, 1, 8, 8), torch.tensor([0, 1]))
+
+
+def test_patch_embed_forward_names_images_and_weight_on_a_channel_mismatch():
+    """Obscure 14: the message named an x (1, 4, 16) the learner never passed."""
+    with pytest.raises(
+        ValueError,
+        match=r"^images have 1 channel but weight \(16, 3, 4, 4\) expects 3: "
+        r"images \(B, C, H, W\) and weight \(D, C, P, P\) need the same C$",
+    ):
+        patch_embed_forward(torch.rand(1, 1, 8, 8), torch.randn(16, 3, 4, 4))
+    with pytest.raises(ValueError, match=r"expected images shaped \(B, C, H, W\), got a 3-D tensor"):
+        patch_embed_forward(torch.rand(3, 8, 8), torch.randn(16, 3, 4, 4))
+
+
+def test_linear_forward_checks_the_bias_and_the_dtype():
+    """Obscure: a bias of the wrong size or a float64 x raised raw torch broadcast and dtype errors."""
+    x, w = torch.randn(2, 4), torch.randn(3, 4)
+    with pytest.raises(
+        ValueError, match=r"^bias must hold one number per output, shaped \(3,\) like weight's out, got \(4,\)$"
+    ):
+        linear_forward(x, w, torch.randn(4))
+    with pytest.raises(
+        ValueError, match=r"expected x of dtype torch.float32 .*got torch.float64; convert with `x.float\(\)`"
+    ):
+        linear_forward(x.double(), w)
+    with pytest.raises(ValueError, match=r"expected bias of dtype torch.float32"):
+        linear_forward(x, w, torch.randn(3, dtype=torch.float64))
+    with pytest.raises(
+        ValueError, match=r"^fc2_weight must take fc1_weight's 6 outputs, shaped \(D, 6\), got \(4, 5\)$"
+    ):
+        mlp_forward(x, torch.randn(6, 4), None, torch.randn(4, 5), None)
+    with pytest.raises(ValueError, match=r"^fc2_bias must hold one number per output, shaped \(4,\)"):
+        mlp_forward(x, torch.randn(6, 4), None, torch.randn(4, 6), torch.randn(6))

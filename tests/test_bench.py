@@ -177,3 +177,17 @@ def test_main_prints_the_machine_and_the_table(results, capsys, monkeypatch):
     assert out.startswith(f"ViT from Scratch attention benchmark: torch {torch.__version__}, threads 1 of")
     assert format_table(results) in out
     assert "quick run" in out
+
+
+@pytest.mark.parametrize("threads", [0, 1.5, "2", -1])
+def test_run_benchmark_refuses_a_thread_count_that_is_no_count_before_measuring(threads):
+    with pytest.raises(ValueError, match="threads must be a whole number"):
+        run_benchmark(quick=True, threads=threads)
+    assert torch.get_num_threads() == THREADS_BEFORE
+
+
+def test_the_benchmark_command_refuses_zero_threads(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--quick", "--threads", "0"])
+    assert stop.value.code == 2
+    assert "threads must be a whole number" in capsys.readouterr().err

@@ -2,6 +2,9 @@
 kernel's, as Binder's 1 GB counts them; and the README's sentence, which `make measure` writes."""
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -74,3 +77,107 @@ def test_a_failing_cell_is_named():
     nbformat.write(nbformat.v4.new_notebook(cells=cells), notebook)
     with pytest.raises(RuntimeError, match="code cell 1: ZeroDivisionError"):
         binder_memory.measure(notebook)
+
+
+# --- the command line and clean-up: --help measures nothing, the server's home never stays behind -----
+
+LESSON = str(ROOT / "notebooks" / "01_patches.ipynb")
+RESULTS = {"01_patches.ipynb": {"server": 90.0, "kernel": 300.0, "sum": 390.0}}
+
+
+@pytest.fixture
+def scratch_readme(tmp_path, monkeypatch) -> tuple[Path, list]:
+    """The tool pointed at a README in tmp_path (lesson 2's row in its table) and a stand-in for a
+    lesson's run: the list records each measured lesson, which gets RESULTS' peaks."""
+    readme = tmp_path / "README.md"
+    two = {"02_x.ipynb": {"server": 92.0, "kernel": 500.0, "sum": 592.0}}
+    readme.write_text(f"intro\n{binder_memory.START}\n{binder_memory.table(two)}\n{binder_memory.END}\nend\n")
+    measured = []
+    monkeypatch.setattr(binder_memory, "README", readme)
+    monkeypatch.setattr(binder_memory, "measure", lambda path: measured.append(path.name) or RESULTS[path.name])
+    return readme, measured
+
+
+def test_help_prints_the_usage_and_starts_no_server(scratch_readme, capsys):
+    """H11: `--help` started the 17-minute measurement."""
+    readme, measured = scratch_readme
+    with pytest.raises(SystemExit) as done:
+        binder_memory.main(["--help"])
+    assert done.value.code == 0 and "usage:" in capsys.readouterr().out
+    assert measured == []
+
+
+@pytest.mark.parametrize("typo", ["--readm", "--no-such-flag"])
+def test_a_misspelt_option_is_a_usage_error_before_any_run(scratch_readme, capsys, typo):
+    readme, measured = scratch_readme
+    with pytest.raises(SystemExit) as done:
+        binder_memory.main([typo, LESSON])
+    assert done.value.code == 2 and f"unrecognized arguments: {typo}" in capsys.readouterr().err
+    assert measured == []
+
+
+def test_readme_writes_the_rows_of_the_lessons_run(scratch_readme, monkeypatch):
+    """`make measure` (--readme): the lessons run get their rows, the others keep theirs."""
+    monkeypatch.setattr(binder_memory, "write_readme", lambda results: written.append(results))
+    readme, measured = scratch_readme
+    written = []
+    assert binder_memory.main(["--readme", LESSON]) == 0
+    assert measured == ["01_patches.ipynb"] and written == [RESULTS]
+
+
+def test_write_readme_keeps_the_rows_of_the_lessons_not_run(tmp_path, monkeypatch):
+    readme = tmp_path / "README.md"
+    two = {"02_x.ipynb": {"server": 92.0, "kernel": 500.0, "sum": 592.0}}
+    readme.write_text(f"intro\n{binder_memory.START}\n{binder_memory.table(two)}\n{binder_memory.END}\nend\n")
+    monkeypatch.setattr(binder_memory, "README", readme)
+    binder_memory.write_readme(RESULTS)
+    text = readme.read_text()
+    assert binder_memory.readme_rows(text) == RESULTS | two
+    assert text.startswith("intro\n") and text.endswith(f"{binder_memory.END}\nend\n")
+    assert "592 MB together at most" in text
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["README.md"]  # no scratch file left
+
+
+@pytest.mark.parametrize("text", ["a README without the table", f"only {binder_memory.START}"])
+def test_a_readme_without_its_markers_is_refused_before_the_run(scratch_readme, capsys, text):
+    readme, measured = scratch_readme
+    readme.write_text(text)
+    with pytest.raises(SystemExit) as done:
+        binder_memory.main(["--readme", LESSON])
+    assert done.value.code == 2 and "around the table this tool writes" in capsys.readouterr().err
+    assert measured == [] and readme.read_text() == text
+
+
+def test_a_notebook_outside_the_repository_is_a_usage_error(tmp_path, capsys):
+    lesson = tmp_path / "lesson.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), lesson)
+    with pytest.raises(SystemExit) as done:
+        binder_memory.main([str(lesson)])
+    assert done.value.code == 2 and "outside the repository" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_the_server_and_removes_its_home(monkeypatch):
+    """The temporary home (server.log, workspaces) stayed in $TMPDIR after a Ctrl-C. Here the server
+    is a sleeping process started the same way (its own session, its output into the home's log)."""
+    started = []
+
+    def start_server(home, log):
+        sleeper = subprocess.Popen(
+            [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        started.append((home, sleeper))
+        return sleeper, "http://127.0.0.1:1"
+
+    def interrupted(url, server_pid, notebook):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(binder_memory, "start_server", start_server)
+    monkeypatch.setattr(binder_memory, "run_lesson", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        binder_memory.measure(ROOT / "notebooks" / "01_patches.ipynb")
+    ((home, sleeper),) = started
+    assert sleeper.poll() is not None, "the server was left running"
+    assert not home.exists(), f"{home} was left behind"

@@ -78,6 +78,12 @@ def v_times_weights(q, k, v):
     return v @ weights, weights
 
 
+def causal_weights(q, k):
+    """Causal attention's weights, where plain attention's are wanted."""
+    hidden = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).triu(1)
+    return (scores(q, k) / sqrt_d(q)).masked_fill(hidden, float("-inf")).softmax(dim=-1)
+
+
 ATTENTION_MISTAKES = [  # (name, wrong attention, regex naming the mistake)
     ("not scaled", attention_with(lambda q, k: scores(q, k).softmax(-1)), r"not scaled: divide .* by sqrt\(d\)"),
     ("divided by d", attention_with(lambda q, k: (scores(q, k) / q.shape[-1]).softmax(-1)), r"divided by d; divide"),
@@ -144,6 +150,22 @@ ATTENTION_MISTAKES = [  # (name, wrong attention, regex naming the mistake)
         "scores returned as the weights",
         lambda q, k, v: (right_weights(q, k) @ v, scores(q, k) / sqrt_d(q)),
         "returned the scores as the weights",
+    ),
+    (
+        "softmax of the output",
+        attention_with(right_weights, lambda w, q, v: (w @ v).softmax(-1)),
+        "applied to the output",
+    ),
+    (
+        "the output from the scores",
+        lambda q, k, v: (scores(q, k) / sqrt_d(q) @ v, right_weights(q, k)),
+        "the output multiplies the scaled scores by v",
+    ),
+    ("causal mask", attention_with(causal_weights), r"the scores are masked \(a causal mask\?\)"),
+    (
+        "the weights returned transposed",
+        lambda q, k, v: (right_weights(q, k) @ v, right_weights(q, k).transpose(-2, -1)),
+        "your weights are the transpose of the right ones",
     ),
 ]
 
@@ -249,11 +271,11 @@ def test_check_masked_softmax_is_neutral_when_it_cannot_tell(wrong, words):
 
 SPOILED = [  # (how the right tensor is spoiled, the words for it)
     (lambda t: t.long(), "expected a float32 tensor, got int64"),
-    (lambda t: t.double(), r"expected a float32 tensor, got float64 .*\.float\(\)"),
+    (lambda t: t.half(), "expected a float32 tensor, got float16 .*half precision"),
     (lambda t: t > 0.5, "expected a float32 tensor, got bool"),
     (lambda t: t * float("nan"), "values are NaN"),
 ]
-SPOILED_IDS = ["int64", "float64", "bool", "NaN"]
+SPOILED_IDS = ["int64", "float16", "bool", "NaN"]
 
 
 @pytest.mark.parametrize("spoil, words", SPOILED, ids=SPOILED_IDS)
@@ -278,6 +300,25 @@ def test_results_that_need_grad_pass(capsys):
     check_attention(lambda q, k, v: scaled_dot_product_attention(q.requires_grad_(), k, v))
     check_attention(lambda q, k, v: list(scaled_dot_product_attention(q, k, v)))  # a list is a pair too
     assert capsys.readouterr().out.count("✓") == 3
+
+
+def test_results_in_float64_pass_as_exact(capsys):
+    """The right numbers in float64 are right: the values are compared, not the dtype."""
+    check_masked_softmax(lambda s, m: reference_masked_softmax(s, m).double())
+    check_attention(lambda q, k, v: tuple(t.double() for t in scaled_dot_product_attention(q, k, v)))
+    check_causal_attention(lambda q, k, v: tuple(t.double() for t in scaled_dot_product_attention(q, k, v, lower(q))))
+    out = capsys.readouterr().out
+    assert out.count("✓") == 3 and out.count(": exact") == 3, out
+
+
+def test_attention_computed_in_float64_passes(capsys):
+    def in_float64(q, k, v):
+        q, k, v = q.double(), k.double(), v.double()
+        weights = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(dim=-1)
+        return weights @ v, weights
+
+    check_attention(in_float64)
+    assert "✓ attention matches the reference on 4 cases (out and weights): approximate" in capsys.readouterr().out
 
 
 # ---- causal attention: query i may attend to the keys j <= i ----------------------------------

@@ -41,6 +41,14 @@ SOFTMAX_MISTAKES = [
     ("unweighted", lambda p, g: p * (g - g.sum(-1, keepdim=True)), "^the row sum adds up grad_probs alone"),
     ("identity", lambda p, g: g, "^you returned grad_probs unchanged, as if softmax were the identity"),
     ("keepdim", lambda p, g: p * (g - (g * p).sum(-1)), r"^the row sum lost its axis: without keepdim=True"),
+    ("diagonal only", lambda p, g: p * (1 - p) * g, r"^you kept only the diagonal of softmax's Jacobian"),
+    ("no diagonal term", lambda p, g: -p * (g * p).sum(-1, keepdim=True), "^the diagonal term is missing"),
+    ("row sum not times probs", lambda p, g: p * g - (g * p).sum(-1, keepdim=True), "^only grad_probs is multiplied"),
+    ("sign of everything", lambda p, g: -softmax_backward(p, g), "^your gradient has the opposite sign everywhere"),
+    ("row mean", lambda p, g: p * (g - (g * p).mean(-1, keepdim=True)), r"^the row-sum term is averaged \(.mean\)"),
+    ("sum of all", lambda p, g: p * (g - (g * p).sum()), r"^the row sum runs over the whole tensor \(.sum\(\) without"),
+    ("softmax again", lambda p, g: softmax_backward(p.softmax(-1), g), "^you applied softmax to probs again"),
+    ("log_softmax's", lambda p, g: g - p * g.sum(-1, keepdim=True), "^that is the backward of log_softmax"),
 ]
 
 
@@ -90,20 +98,42 @@ def test_check_softmax_backward_says_what_came(wrong, words):
 # ---- 2. attention ----------------------------------------------------------------------------
 
 
-def attention_with(*, grad_k_transposed=True, grad_v_transposed=True, scales=(1, 1, 0), row_sum=True, swap=False):
+def attention_with(
+    *,
+    grad_k_transposed=True,
+    grad_v_transposed=True,
+    scales=(1, 1, 0),
+    row_sum=True,
+    swap=False,
+    softmax_backward=True,
+    row_sign=-1,
+    row_axis=-1,
+    times_probs=True,
+    grad_v_from="probs",
+    sign=1,
+    q_from="k",
+    k_from="q",
+):
     """attention_backward as a learner writes it, with switches for the typical mistakes; scales: the
-    power of the scale that grad_q, grad_k and grad_v carry."""
+    power of the scale that grad_q, grad_k and grad_v carry; grad_v_from: "probs", "scores" (softmax's
+    input) or "v" (probs^T @ v); q_from, k_from: the tensor grad_q and grad_k multiply dS by."""
 
     def attention_backward(q, k, v, grad_out):
         scale = q.shape[-1] ** -0.5
-        probs = (q @ k.transpose(-2, -1) * scale).softmax(-1)  # (B, heads, T, S)
-        grad_v = (probs.transpose(-2, -1) if grad_v_transposed else probs) @ grad_out * scale ** scales[2]
+        scores = q @ k.transpose(-2, -1) * scale  # (B, heads, T, S)
+        probs = scores.softmax(-1)  # (B, heads, T, S)
+        weights = {"probs": probs, "scores": scores, "v": probs}[grad_v_from]
+        by = v if grad_v_from == "v" else grad_out
+        grad_v = (weights.transpose(-2, -1) if grad_v_transposed else weights) @ by * scale ** scales[2]
         grad_probs = grad_out @ v.transpose(-2, -1)  # (B, heads, T, S)
-        row = (grad_probs * probs).sum(-1, keepdim=True) if row_sum else 0
-        grad_scores = probs * (grad_probs - row)
-        grad_q = grad_scores @ k * scale ** scales[0]
-        grad_k = (grad_scores.transpose(-2, -1) if grad_k_transposed else grad_scores) @ q * scale ** scales[1]
-        return (grad_k, grad_q, grad_v) if swap else (grad_q, grad_k, grad_v)
+        row = (grad_probs * probs).sum(row_axis, keepdim=True) if row_sum else 0
+        grad_scores = (probs if times_probs else 1) * (grad_probs + row_sign * row)
+        grad_scores = grad_scores if softmax_backward else grad_probs
+        grad_q = grad_scores @ {"k": k, "q": q}[q_from] * scale ** scales[0]
+        by_k = {"k": k, "q": q}[k_from]
+        grad_k = (grad_scores.transpose(-2, -1) if grad_k_transposed else grad_scores) @ by_k * scale ** scales[1]
+        grads = (grad_k, grad_q, grad_v) if swap else (grad_q, grad_k, grad_v)
+        return tuple(sign * g for g in grads)
 
     return attention_backward
 
@@ -145,6 +175,24 @@ ATTENTION_MISTAKES = [
         "^grad_q and grad_k are wrong: the softmax backward lacks its row-sum term",
     ),
     ("swapped", attention_with(swap=True), "^grad_q and grad_k are wrong: grad_q and grad_k are swapped"),
+    (
+        "dP as dS",
+        attention_with(softmax_backward=False),
+        "^grad_q and grad_k are wrong: the softmax backward is skipped",
+    ),
+    ("row-sum sign", attention_with(row_sign=1), "^grad_q and grad_k are wrong: the row-sum term has the wrong sign"),
+    (
+        "row sum over keys",
+        attention_with(row_axis=-2),
+        r"^grad_q and grad_k are wrong: dS's row sum runs over the wrong",
+    ),
+    ("dS not times probs", attention_with(times_probs=False), "^grad_q and grad_k are wrong: dS is not multiplied by"),
+    ("grad_v from scores", attention_with(grad_v_from="scores"), "^grad_v is wrong: grad_v is built from the scores"),
+    ("grad_v from v", attention_with(grad_v_from="v"), "^grad_v is wrong: grad_v multiplies the weights by v"),
+    ("every sign", attention_with(sign=-1), "^grad_q, grad_k and grad_v are wrong: every gradient has the opposite"),
+    ("times sqrt(d)", attention_with(scales=(-1, -1, 0)), r"^grad_q and grad_k are wrong: .* multiplied by sqrt\(d\)"),
+    ("grad_q from q", attention_with(q_from="q"), "^grad_q is wrong: grad_q is built from q"),
+    ("grad_k from k", attention_with(k_from="k"), "^grad_k is wrong: grad_k is built from k"),
 ]
 
 
@@ -211,24 +259,53 @@ def test_check_attention_backward_says_what_came(wrong, words):
 # ---- 3. LayerNorm ----------------------------------------------------------------------------
 
 
-def layer_norm_with(*, mean_term=True, variance_term=True, weighted=True, reduce="sum", unbiased=False, eps_used=True):
+def layer_norm_with(
+    *,
+    mean_term=True,
+    variance_term=True,
+    weighted=True,
+    reduce="sum",
+    unbiased=False,
+    eps_used=True,
+    eps_inside=True,
+    rstd_power=1,
+    variance_sign=-1,
+    terms_of="g_hat",
+    terms_by="mean",
+    weight_last=False,
+    weight_of="x_hat",
+    bias_of="grad_out",
+    swap=False,
+):
     """layer_norm_backward as a learner writes it, with switches for the typical mistakes; reduce:
-    how grad_weight and grad_bias gather the tokens ("sum", "mean" or "none")."""
+    how grad_weight and grad_bias gather the tokens ("sum", "mean" or "none"); rstd_power: the power
+    of rstd in grad_x; terms_of: what the mean and variance terms are taken of ("g_hat", "grad_out",
+    "mean:grad_out" or "variance:grad_out" for one of them); terms_by: "mean" or "sum" over the
+    features; weight_last: weight applied after the bracket; weight_of: what grad_weight multiplies
+    grad_out by ("x_hat", "x", or "g_hat" for g_hat * x_hat); bias_of: "grad_out" or "g_hat"."""
 
     def layer_norm_backward(x, weight, grad_out, eps):
         mean = x.mean(-1, keepdim=True)
         var = x.var(-1, keepdim=True, unbiased=unbiased)
-        rstd = 1 / torch.sqrt(var + (eps if eps_used else 0))
+        eps = eps if eps_used else 0
+        rstd = 1 / torch.sqrt(var + eps) if eps_inside else 1 / (torch.sqrt(var) + eps)
         x_hat = (x - mean) * rstd
-        g_hat = grad_out * weight if weighted else grad_out
+        g_hat = grad_out * weight if weighted and not weight_last else grad_out
+        of_mean = grad_out if terms_of in ("grad_out", "mean:grad_out") else g_hat
+        of_variance = grad_out if terms_of in ("grad_out", "variance:grad_out") else g_hat
+        gather = (lambda t: t.mean(-1, keepdim=True)) if terms_by == "mean" else (lambda t: t.sum(-1, keepdim=True))
         grad = g_hat
         if mean_term:
-            grad = grad - g_hat.mean(-1, keepdim=True)
+            grad = grad - gather(of_mean)
         if variance_term:
-            grad = grad - x_hat * (g_hat * x_hat).mean(-1, keepdim=True)
+            grad = grad + variance_sign * x_hat * gather(of_variance * x_hat)
+        grad_x = rstd**rstd_power * grad * (weight if weight_last else 1)
         lead = tuple(range(x.ndim - 1))
         gather = {"sum": lambda t: t.sum(lead), "mean": lambda t: t.mean(lead), "none": lambda t: t}[reduce]
-        return rstd * grad, gather(grad_out * x_hat), gather(grad_out)
+        times = {"x_hat": x_hat, "x": x, "g_hat": x_hat * weight}[weight_of]
+        grad_weight = gather(grad_out * times)
+        grad_bias = gather(grad_out * (weight if bias_of == "g_hat" else 1))
+        return (grad_x, grad_bias, grad_weight) if swap else (grad_x, grad_weight, grad_bias)
 
     return layer_norm_backward
 
@@ -256,6 +333,19 @@ LAYER_NORM_MISTAKES = [
     ("averaged", layer_norm_with(reduce="mean"), "^grad_weight is averaged over the tokens; sum instead"),
     ("unbiased", layer_norm_with(unbiased=True), r"^you used the unbiased variance \(dividing by D - 1"),
     ("no eps", layer_norm_with(eps_used=False), r"^eps is missing: rstd = 1 / sqrt\(var \+ eps\)"),
+    ("eps outside", layer_norm_with(eps_inside=False), "^eps is added outside the square root"),
+    ("no terms", layer_norm_with(mean_term=False, variance_term=False), "^both the mean term and the variance term"),
+    ("no rstd", layer_norm_with(rstd_power=0), "^rstd is missing from grad_x"),
+    ("times std", layer_norm_with(rstd_power=-1), "^grad_x is multiplied by the standard deviation"),
+    ("variance sign", layer_norm_with(variance_sign=1), "^the variance term has the wrong sign"),
+    ("mean of grad_out", layer_norm_with(terms_of="mean:grad_out"), "^the mean term averages grad_out"),
+    ("variance of grad_out", layer_norm_with(terms_of="variance:grad_out"), "^the variance term uses grad_out"),
+    ("terms summed", layer_norm_with(terms_by="sum"), "^the mean and variance terms are summed over the features"),
+    ("weight last", layer_norm_with(weight_last=True), "^weight multiplies the whole bracket"),
+    ("weight by x", layer_norm_with(weight_of="x"), "^grad_weight multiplies grad_out by x;"),
+    ("weight by g_hat", layer_norm_with(weight_of="g_hat"), r"^grad_weight multiplies by g_hat = grad_out \* weight"),
+    ("bias by g_hat", layer_norm_with(bias_of="g_hat"), "^grad_bias multiplies grad_out by weight"),
+    ("swapped", layer_norm_with(swap=True), "^grad_weight and grad_bias are swapped"),
 ]
 
 
@@ -356,6 +446,17 @@ RESIDUAL_MISTAKES = [
         "^backward runs the forward in reverse: the branch's vjp first, then the norm's",
     ),
     ("no norm", lambda g, norm_vjp, branch_vjp: g + branch_vjp(g), "^the LayerNorm is skipped"),
+    ("identity through the norm", lambda g, n, b: n(g + b(g)), "^the identity path goes through the norm too"),
+    ("the norm on each path", lambda g, n, b: n(g) + n(b(g)), "^the identity path goes through the norm too"),
+    ("multiplied", lambda g, n, b: g * n(b(g)), "^the two paths are multiplied"),
+    ("subtracted", lambda g, n, b: g - n(b(g)), "^the two paths are subtracted"),
+    ("averaged", lambda g, n, b: (g + n(b(g))) / 2, "^the two paths are averaged"),
+    ("grad_y twice", lambda g, n, b: 2 * g + n(b(g)), "^grad_y is counted twice"),
+    ("vjps added", lambda g, n, b: g + n(g) + b(g), "^the norm's and the branch's vjps are added as if"),
+    ("the branch's vjp alone", lambda g, n, b: b(g), "^that is the branch's vjp alone"),
+    ("the norm's vjp alone", lambda g, n, b: n(g), "^that is the norm's vjp of grad_y alone"),
+    ("forward order, no residual", lambda g, n, b: b(n(g)), "^the residual path is missing and the vjps run in the"),
+    ("the two paths apart", lambda g, n, b: (g, n(b(g))), r"^expected one tensor, grad_x, got tuple of 2 .*add them"),
 ]
 
 

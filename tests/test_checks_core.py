@@ -1,17 +1,23 @@
 """What every checker shares: the call guard, the comparison with the reference, and a blank
 exercise's NotImplementedError passing through every checker untouched."""
 
+import _thread
 import importlib
 import inspect
 import pkgutil
 import re
+import signal
+import threading
+import time
 
 import numpy as np
 import pytest
 import torch
 from checker_cases import assert_each_named_as_itself
+from no_hang import outcome_within
 
 import utils.checks
+import utils.checks.core
 from utils.checks.core import (
     CheckFailed,
     call_learner,
@@ -19,10 +25,14 @@ from utils.checks.core import (
     describe,
     is_blank_exercise,
     match_or_raise,
+    python_number,
     raise_if_known_mistake,
+    real_number,
     varies_between_calls,
     whole_number,
 )
+from utils.checks.patches import check_patchify
+from utils.patches import patchify
 
 
 def all_checkers() -> dict[str, object]:
@@ -214,6 +224,116 @@ def test_call_learner_asks_for_the_function_itself():
         call_learner(torch.ones(2))
 
 
+# ---- the time limit ---------------------------------------------------------------------------
+
+LIMIT = 0.1  # seconds: the limit the tests below set in place of the 60 s a learner gets
+GIVE_UP = 20  # seconds after which a "never-ending" function returns None: a broken limit fails, not hangs
+
+
+@pytest.fixture
+def short_limit(monkeypatch):
+    monkeypatch.setattr(utils.checks.core, "TIME_LIMIT", LIMIT)
+
+
+def never_returns(*args):
+    """A `while` whose condition never changes (given up after GIVE_UP seconds)."""
+    out, start = [], time.monotonic()
+    while len(out) < 1 and time.monotonic() - start < GIVE_UP:  # the learner forgot to append
+        pass
+
+
+def alarm_state():
+    return signal.getsignal(signal.SIGALRM), signal.getitimer(signal.ITIMER_REAL)
+
+
+@pytest.mark.parametrize("checker", CHECKERS.values(), ids=CHECKERS.keys())
+def test_every_checker_stops_a_function_that_never_returns(checker, short_limit):
+    before = alarm_state()
+    with pytest.raises(CheckFailed, match=r"^your function ran for more than 0.1 s .*and was stopped: an endless loop"):
+        checker(never_returns)
+    assert alarm_state() == before  # the handler is back, and no timer is left running
+
+
+def test_the_time_limit_names_the_case_and_a_following_check_works(short_limit, capsys):
+    def my_patchify(images, patch_size):  # the finding's learner (given up after GIVE_UP seconds)
+        out, start = [], time.monotonic()
+        while len(out) < images.shape[0] and time.monotonic() - start < GIVE_UP:  # forgot to append
+            pass
+
+    start = time.monotonic()
+    with pytest.raises(CheckFailed) as failure:
+        check_patchify(my_patchify)
+    assert time.monotonic() - start < 2
+    assert str(failure.value).startswith(
+        "your function ran for more than 0.1 s for images of shape (2, 3, 32, 32) and patch size 8 and was "
+        "stopped: an endless loop (a `while` whose condition never changes?), or a Python loop over every pixel"
+    )
+    check_patchify(patchify)  # the same session goes on
+    assert capsys.readouterr().out.startswith("✓ patchify matches the reference")
+
+
+def test_the_default_time_limit_is_a_minute():
+    assert utils.checks.core.TIME_LIMIT == 60
+
+
+def test_the_time_limit_is_not_caught_by_the_learners_except_exception(short_limit):
+    def stubborn():
+        start = time.monotonic()
+        while time.monotonic() - start < GIVE_UP:
+            try:  # noqa: SIM105 (as a learner writes it)
+                time.sleep(1)
+            except Exception:  # swallows every error, not the time limit
+                pass
+
+    with pytest.raises(CheckFailed, match="ran for more than 0.1 s and was stopped"):
+        call_learner(stubborn, returns=object)
+
+
+def test_a_ctrl_c_still_raises_keyboard_interrupt(short_limit, monkeypatch):
+    monkeypatch.setattr(utils.checks.core, "TIME_LIMIT", 30)
+    before = alarm_state()
+    timer = threading.Timer(0.1, _thread.interrupt_main)  # Kernel > Interrupt, or Ctrl-C
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            check_patchify(never_returns)
+    finally:
+        timer.cancel()
+    assert alarm_state() == before
+
+
+def test_an_earlier_handler_and_timer_are_put_back(short_limit):
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: fired.append(time.monotonic()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 5.0)
+        assert call_learner(lambda: 1, returns=int) == 1
+        with pytest.raises(CheckFailed, match="was stopped"):
+            call_learner(never_returns, returns=object)
+        handler, (left, _) = alarm_state()
+        assert handler is not signal.SIG_DFL and not fired and 4.0 < left <= 5.0
+        signal.setitimer(signal.ITIMER_REAL, 0.02)  # one that falls due while the learner's function runs
+        assert call_learner(lambda: time.sleep(0.05), returns=object) is None
+        deadline = time.monotonic() + 2
+        while not fired and time.monotonic() < deadline:  # it goes off as soon as the function is done
+            time.sleep(0.001)
+        assert fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_outside_the_main_thread_the_function_runs_without_a_limit(short_limit):
+    def slow():
+        time.sleep(3 * LIMIT)
+        return "done"
+
+    assert outcome_within(10, lambda: call_learner(slow, returns=str)) == "done"
+
+
+# ---- describe -------------------------------------------------------------------------------
+
+
 @pytest.mark.parametrize(
     "value, words",
     [
@@ -231,6 +351,52 @@ def test_describe_names_what_came(value, words):
 
 
 # ---- whole_number ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value, number",
+    [
+        (torch.tensor(2.5), 2.5),
+        (torch.tensor([2.5], dtype=torch.float64), 2.5),
+        (np.array(2.5), 2.5),
+        (np.float32(2.5), 2.5),
+        (np.bool_(True), True),
+        (torch.tensor(True), True),
+        (2.5, 2.5),
+        ("2.5", "2.5"),
+        (torch.ones(2), None),  # several numbers: the tensor itself
+    ],
+)
+def test_python_number_takes_the_number_out_of_a_tensor_or_array(value, number):
+    got = python_number(value, "x")
+    if number is None:
+        assert got is value
+    else:
+        assert got == number and type(got) is type(number)
+
+
+@pytest.mark.parametrize("value", [0.25, np.float64(0.25), np.array(0.25), torch.tensor(0.25), torch.tensor([0.25])])
+def test_real_number_accepts_one_number_of_any_kind(value):
+    assert real_number(value, "p") == 0.25 and type(real_number(value, "p")) is float
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        (True, "^p must be a number, got bool True for x$"),
+        ("0.5", "^p must be a number, got str '0.5' for x$"),
+        (torch.ones(3), r"^p must be a number, got Tensor of dtype float32 and shape \(3,\) for x$"),
+        (torch.tensor(0.5, device="meta"), "^p is a tensor on the meta device for x, which keeps shapes but no values"),
+    ],
+)
+def test_real_number_refuses_anything_else_by_name(value, words):
+    with pytest.raises(CheckFailed, match=words):
+        real_number(value, "p", "for x")
+
+
+def test_a_count_on_the_meta_device_is_named_not_a_crash():
+    with pytest.raises(CheckFailed, match=r"^n is a tensor on the meta device, .*p.numel\(\)"):
+        whole_number(torch.tensor(3, device="meta"), "n")
 
 
 @pytest.mark.parametrize(
@@ -380,11 +546,12 @@ def test_compare_names_a_tensor_that_is_not_dense(layout, words):
         compare(layout(x), x, "for x")
 
 
-def test_compare_takes_a_more_precise_float_unless_told_to_want_the_same_dtype():
+def test_compare_takes_a_more_precise_float_but_not_a_less_precise_one():
     x = torch.rand(2, 3)
-    assert compare(x.double(), x, "for x") == "exact"  # e.g. a state dict: loading casts it back
-    with pytest.raises(CheckFailed, match=r"^expected a float32 tensor, got float64 for x: .*\.float\(\)"):
-        compare(x.double(), x, "for x", same_dtype=True)
+    assert compare(x.double(), x, "for x") == "exact"  # the same numbers in float64: the values are compared
+    assert compare(x.double() + 1e-9, x, "for x").startswith("approximate")
+    with pytest.raises(CheckFailed, match=r"^expected a float64 tensor, got float32 for x: .*dtype=x.dtype"):
+        compare(x.float(), x.double(), "for x")  # float32 cannot hold a float64 reference's digits
     assert compare(torch.ones(2, dtype=torch.int64), torch.ones(2, dtype=torch.int64), "for x") == "exact"
     assert compare(torch.ones(2), torch.ones(2, dtype=torch.int64), "for x") == "exact"  # an integer reference
 

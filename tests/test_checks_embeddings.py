@@ -102,6 +102,17 @@ TOKEN_MISTAKES = [  # (name, wrong build_tokens, regex naming the mistake)
     ("torch.cat on the width", cat_on_width, r"along the token axis: torch.cat\(\[cls, tokens\], dim=1\)"),
     ("torch.stack", stacked, "torch.stack puts tensors on a new axis"),
     ("pos_embed added before the class token", pos_before_cls, "add it after prepending the class token"),
+    (
+        "class token added to every token",
+        lambda p, E, c, pos: prepend_cls_token(p @ E + c, c) + pos,
+        "the class token is added to every patch token too",
+    ),
+    ("pos_embed's first row only", lambda p, E, c, pos: right_tokens(p, E, c, pos[:, :1]), "pos_embed's first row"),
+    (
+        "scaled by sqrt(D)",
+        lambda p, E, c, pos: prepend_cls_token(p @ E * E.shape[1] ** 0.5, c) + pos,
+        r"the tokens are scaled by sqrt\(D\)",
+    ),
 ]
 
 
@@ -116,7 +127,6 @@ def test_check_token_sequence_names_the_mistake(name, wrong, words):
     [
         (lambda *args: right_tokens(*args) * 1.01, "^values differ .* max difference"),
         (lambda *args: right_tokens(*args).tolist(), "expected a torch.Tensor"),
-        (lambda *args: right_tokens(*args).double(), "expected a float32 tensor, got float64"),
     ],
 )
 def test_check_token_sequence_is_neutral_when_it_cannot_tell(wrong, words):
@@ -135,9 +145,19 @@ def test_check_token_sequence_passes_the_reference(capsys):
 
 
 def sincos_by_hand(
-    rows, cols, D, swap_axes=False, order="sin-cos", exponent=None, cls_row=True, temperature=10000, start=0, xy=False
+    rows,
+    cols,
+    D,
+    swap_axes=False,
+    order="sin-cos",
+    exponent=None,
+    cls_row=True,
+    temperature=10000,
+    start=0,
+    xy=False,
+    dtype=torch.float32,
 ):
-    """A 2-D table written independently of the checker, with switchable mistakes."""
+    """A 2-D table written independently of the checker, with switchable mistakes, in `dtype`."""
     q = D // 4
     exponent = exponent or (lambda i: i / q)
     omega = 1.0 / temperature ** exponent(torch.arange(q, dtype=torch.float64))
@@ -154,9 +174,9 @@ def sincos_by_hand(
             return torch.cat([a.cos(), a.sin()], 1)
         return torch.stack([a.sin(), a.cos()], 2).flatten(1)
 
-    table = torch.cat([code(row), code(col)] if swap_axes else [code(col), code(row)], 1).float()
+    table = torch.cat([code(row), code(col)] if swap_axes else [code(col), code(row)], 1).to(dtype)
     if cls_row:
-        table = torch.cat([torch.zeros(1, D), table])
+        table = torch.cat([torch.zeros(1, D, dtype=dtype), table])
     return table.unsqueeze(0)
 
 
@@ -250,7 +270,6 @@ SINCOS_MISTAKES = [  # (name, wrong sincos_2d, regex naming the mistake)
         lambda r, c, D: sincos_by_hand(r, c, 2 * D, exponent=lambda i: i / (D // 4)),
         "too wide: you made D/2 frequencies per axis",
     ),
-    ("float64 kept", lambda r, c, D: sincos_by_hand(r, c, D).double(), "expected a float32 tensor, got float64"),
 ]
 
 
@@ -528,7 +547,6 @@ def test_check_xy_pos_embed_names_the_mistake(name, wrong, words):
         (lambda x, y: xy_by_repeat(x, y) * 1.01, "^values differ .* max difference"),
         (lambda x, y: torch.rand(len(x) * len(y), 2 * x.shape[1]), "^values differ .* max difference"),
         (lambda x, y: x, r"^expected shape \(15, 8\), got \(5, 4\) .*: one row per patch"),
-        (lambda x, y: xy_by_repeat(x, y).double(), "expected a float32 tensor, got float64"),
     ],
 )
 def test_check_xy_pos_embed_is_neutral_when_it_cannot_tell(wrong, words):
@@ -537,7 +555,10 @@ def test_check_xy_pos_embed_is_neutral_when_it_cannot_tell(wrong, words):
     assert not re.search("column by column|comes first|rows cycle|held|own axis|gradient", str(failure.value))
 
 
-@pytest.mark.parametrize("right", [xy_by_loop, xy_by_expand, xy_by_repeat, xy_by_meshgrid, xy_pos_embed])
+@pytest.mark.parametrize(
+    "right",
+    [xy_by_loop, xy_by_expand, xy_by_repeat, xy_by_meshgrid, xy_pos_embed, lambda x, y: xy_by_repeat(x, y).double()],
+)
 def test_check_xy_pos_embed_passes_the_reference(right, capsys):
     check_xy_pos_embed(right)
     out = capsys.readouterr().out.strip()
@@ -555,17 +576,30 @@ REFERENCES = [
 REFERENCE_IDS = ["tokens", "sincos", "resize", "xy"]
 SPOILED = [  # (how the right tensor is spoiled, the words for it)
     (lambda t: t.long(), "expected a float32 tensor, got int64"),
-    (lambda t: t.double(), r"expected a float32 tensor, got float64 .*\.float\(\)"),
+    (lambda t: t.half(), "expected a float32 tensor, got float16 .*half precision"),
     (lambda t: t > 0.5, "expected a float32 tensor, got bool"),
     (lambda t: t * float("nan"), "values are NaN"),
 ]
 
 
 @pytest.mark.parametrize("checker, reference", REFERENCES, ids=REFERENCE_IDS)
-@pytest.mark.parametrize("spoil, words", SPOILED, ids=["int64", "float64", "bool", "NaN"])
+@pytest.mark.parametrize("spoil, words", SPOILED, ids=["int64", "float16", "bool", "NaN"])
 def test_a_spoiled_result_is_named(checker, reference, spoil, words):
     with pytest.raises(CheckFailed, match=words):
         checker(lambda *args: spoil(reference(*args)))
+
+
+@pytest.mark.parametrize("checker, reference", REFERENCES, ids=REFERENCE_IDS)
+def test_a_float64_result_passes_as_exact(checker, reference, capsys):
+    """The same numbers in float64 are right: the values are compared, not the dtype."""
+    checker(lambda *args: reference(*args).double())
+    assert capsys.readouterr().out.endswith(": exact\n")
+
+
+def test_a_sincos_table_computed_in_float64_passes(capsys):
+    check_sincos_2d(lambda r, c, D: sincos_by_hand(r, c, D, dtype=torch.float64))
+    out = capsys.readouterr().out
+    assert out.startswith("✓ sincos_2d matches the reference table on 4 grids") and "max difference" in out
 
 
 @pytest.mark.parametrize("checker, reference", REFERENCES[:3], ids=REFERENCE_IDS[:3])

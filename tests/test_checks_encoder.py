@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from checker_cases import assert_each_named_as_itself
 from torch import nn
 
-from utils import ViTConfig
+from utils import VisionTransformer, ViTConfig
 from utils.checks.core import CheckFailed
 from utils.checks.encoder import (
     COUNT_CASES,
@@ -236,7 +236,6 @@ def test_no_block_mistake_is_named_as_another():
         (lambda x, norm1, attn, *rest: attn, "expected a torch.Tensor, got MultiHeadSelfAttention"),
         (lambda *args: layer_scale_block(*args).long(), r"expected a float32 tensor, got int64 for tokens"),
         (lambda *args: layer_scale_block(*args) > 0, r"expected a float32 tensor, got bool"),
-        (lambda *args: layer_scale_block(*args).double(), r"expected a float32 tensor, got float64"),
         (lambda *args: layer_scale_block(*args) / 0 * 0, r"^160 of 160 values are NaN for tokens"),
         (lambda *args: layer_scale_block(*args) + math.inf, r"values are infinite"),
         (lambda *args: layer_scale_block(*args)[None], r"expected shape .*: a block maps \(B, T, D\) tokens"),
@@ -258,6 +257,7 @@ def test_a_blank_exercise_passes_through():
 def test_check_layer_scale_block_passes_the_reference(capsys):
     check_layer_scale_block(layer_scale_block)
     check_layer_scale_block(lambda *args: layer_scale_block(*args).requires_grad_())
+    check_layer_scale_block(lambda *args: layer_scale_block(*args).double())  # the values are compared
 
     def with_diagonal_matrices(x, norm1, attn, gamma1, norm2, mlp, gamma2):  # the same scale, as a matrix
         x = x + attn(norm1(x)) @ torch.diag(gamma1)
@@ -270,8 +270,8 @@ def test_check_layer_scale_block_passes_the_reference(capsys):
     check_layer_scale_block(with_diagonal_matrices)
     check_layer_scale_block(in_place)
     out = capsys.readouterr().out
-    assert out.count("✓ layer_scale_block matches utils.EncoderBlock(layer_scale=...) on 3 random blocks: ") == 4
-    assert out.count("random blocks: exact") >= 2
+    assert out.count("✓ layer_scale_block matches utils.EncoderBlock(layer_scale=...) on 3 random blocks: ") == 5
+    assert out.count("random blocks: exact") >= 3
 
 
 def test_the_reference_is_an_independent_formula():
@@ -458,6 +458,32 @@ def test_check_count_vit_parameters_passes_the_right_formula(capsys):
     check_count_vit_parameters(lambda config: np.int64(count(config)))
     check_count_vit_parameters(lambda config: torch.tensor(count(config)))
     check_count_vit_parameters(lambda config: sum(p.numel() for p in nn.Linear(1, 1).parameters()) * 0 + count(config))
+    check_count_vit_parameters(lambda config: torch.tensor([count(config)]))
+    check_count_vit_parameters(lambda config: np.array(count(config)))
+    assert capsys.readouterr().out.count("✓ count_vit_parameters matches VisionTransformer on 6 configs") == 6
+
+
+def count_on_the_meta_device(config):
+    """As lesson 5 counts ViT-B/16: the model built on the meta device (shapes only, no memory)."""
+    with torch.device("meta"):
+        model = VisionTransformer(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_a_count_of_a_model_built_on_the_meta_device_passes(capsys):
+    check_count_vit_parameters(count_on_the_meta_device)
+    assert capsys.readouterr().out.startswith("✓ count_vit_parameters matches VisionTransformer on 6 configs")
+
+
+def test_a_count_that_is_a_tensor_on_the_meta_device_is_named():
+    def on_meta(config):
+        with torch.device("meta"):
+            return torch.tensor(count(config))
+
+    with pytest.raises(
+        CheckFailed, match=r"^the parameter count is a tensor on the meta device for ViTConfig\(.*p.numel"
+    ):
+        check_count_vit_parameters(on_meta)
 
 
 @pytest.mark.parametrize(

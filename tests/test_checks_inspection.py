@@ -283,6 +283,11 @@ ROLLOUT_MISTAKES = [
         lambda a: multiplied(per_layer(a, heads=lambda a: a.mean(dim=1))),
         r"got \(3, 6, 6\) .*you averaged over the images \(dim=1\); average the heads, dim=2",
     ),
+    (
+        lambda a: multiplied([torch.eye(a.shape[-1]).expand(*a.shape[1:2], -1, -1), *per_layer(a)[1:]]),
+        "identity matrix",
+    ),
+    (lambda a: attention_rollout(a).mean(dim=0), r"got \(6, 6\) .*you averaged over the images; keep one rollout"),
 ]
 
 
@@ -302,12 +307,19 @@ GARBAGE = [  # the reference's answer turned into what a learner's function may 
     (lambda t: torch.nn.Linear(2, 2), "^expected a torch.Tensor, got Linear"),
     (lambda t: t.long(), r"^expected a float32 tensor, got int64 for attn"),
     (lambda t: t > 0.1, r"^expected a float32 tensor, got bool for attn"),
-    (lambda t: t.double(), r"^expected a float32 tensor, got float64 for attn"),
     (lambda t: t.half(), r"^expected a float32 tensor, got float16 for attn"),
     (lambda t: t * float("nan"), r"values are NaN for attn"),
     (lambda t: t / 0, r"values are (NaN|infinite) for attn"),
-    (lambda t: t.to("meta"), r"got one on meta"),
+    (lambda t: t.to("meta"), r"is a tensor on the meta device .*keeps shapes but no values"),
 ]
+
+
+def test_float64_results_pass_as_exact(capsys):
+    """The right numbers in float64 are right: the values are compared, not the dtype."""
+    check_attention_rollout(lambda attn: attention_rollout(attn).double())
+    check_mean_attention_distance(lambda attn, g, p: mean_attention_distance(attn, g, p).double())
+    out = capsys.readouterr().out
+    assert out.count("✓") == 2 and out.count(": exact") == 2, out
 
 
 @pytest.mark.parametrize("turn, words", GARBAGE)

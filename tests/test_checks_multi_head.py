@@ -33,12 +33,11 @@ GARBAGE = [
     (lambda t: nn.Linear(2, 2), r"^expected a torch.Tensor, got Linear \(a layer\)"),
     (lambda t: t.long(), r"^expected a float32 tensor, got int64 for x"),
     (lambda t: t > 0, r"^expected a float32 tensor, got bool for x"),
-    (lambda t: t.double(), r"^expected a float32 tensor, got float64 for x"),
     (lambda t: t.half(), r"^expected a float32 tensor, got float16 for x"),
     (lambda t: t.to(torch.complex64), r"^expected a float32 tensor, got complex64 for x"),
     (lambda t: t * float("nan"), r"NaN"),
     (lambda t: t.flatten().index_fill(0, torch.tensor([0]), math.inf).reshape(t.shape), r"infinite"),
-    (lambda t: t.to("meta"), r"got one on meta"),
+    (lambda t: t.to("meta"), r"is a tensor on the meta device .*keeps shapes but no values"),
 ]
 
 
@@ -118,6 +117,8 @@ SPLIT_MISTAKES = [  # the typical wrong split_heads, and the words that name eac
     (tokens_last, r"got \(2, 4, 16, 17\) .*the last two axes are swapped: \(B, heads, head_dim, T\)"),
     (head_dim_in_front, "you moved head_dim in front of the tokens"),
     (heads_in_batch, "folded the heads into the batch"),
+    (lambda x, h: x, r"x came back unsplit"),
+    (lambda x, h: x[:, None].expand(-1, h, -1, -1), r"each head gets its own head_dim = D // heads slice"),
     (
         chunks_not_stacked,
         r"got tuple of 4 \(Tensor, .*\) for x .*: if these are the heads' slices, .* torch.stack them along dim 1",
@@ -135,7 +136,9 @@ def test_check_split_heads_names_the_mistake(wrong, words):
     "wrong, words",
     [
         (lambda x, h: split_heads(x, h).reshape(x.shape[0], h, -1), "right numbers, but not in the shape"),
-        (lambda x, h: split_heads(x, h) * 1.01, "max difference"),
+        (lambda x, h: split_heads(x, h).flip(-1), "max difference"),  # x's numbers, in no axis order
+        (lambda x, h: split_heads(x, h) * 1.01, "other numbers than the input .*: split_heads only moves"),
+        (lambda x, h: split_heads(x, h) / h, "other numbers than the input"),
         (lambda x, h: x.view(3, 7), "your function raised RuntimeError"),
         *garbage_from(split_heads),
     ],
@@ -150,7 +153,8 @@ def test_check_split_heads_passes_the_reference(capsys):
     check_split_heads(lambda x, h: x.view(x.shape[0], x.shape[1], h, -1).permute(0, 2, 1, 3))
     check_split_heads(lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1))
     check_split_heads(lambda x, h: split_heads(x, h).requires_grad_())
-    assert capsys.readouterr().out.count("✓ split_heads matches the reference on 4 inputs: exact") == 4
+    check_split_heads(lambda x, h: split_heads(x, h).double())  # the same numbers in float64
+    assert capsys.readouterr().out.count("✓ split_heads matches the reference on 4 inputs: exact") == 5
 
 
 # --- merge_heads ---------------------------------------------------------------------------
@@ -178,6 +182,7 @@ MERGE_MISTAKES = [  # the typical wrong merge_heads, and the words that name eac
     (lambda x: x.transpose(2, 3).reshape(merged_shape(x)), r"swapped the last two axes \(transpose\(2, 3\)\)"),
     (lambda x: torch.cat(x.unbind(1), dim=1), r"the heads' tokens are one after the other, \(B, heads \* T"),
     (lambda x: x.transpose(1, 2).flatten(1), "you flattened the tokens too"),
+    (lambda x: x, "x came back unmerged"),
 ]
 
 
@@ -191,7 +196,9 @@ def test_check_merge_heads_names_the_mistake(wrong, words):
     "wrong, words",
     [
         (lambda x: merge_heads(x).transpose(1, 2), "right numbers, but not in the shape"),
-        (lambda x: merge_heads(x) + 0.1, "max difference"),
+        (lambda x: merge_heads(x).flip(-1), "max difference"),  # x's numbers, in no axis order
+        (lambda x: merge_heads(x) + 0.1, "other numbers than the input .*: merge_heads only moves the numbers"),
+        (lambda x: x.sum(1).repeat(1, 1, x.shape[1]), "other numbers than the input"),
         *garbage_from(merge_heads),
     ],
 )
@@ -204,7 +211,8 @@ def test_check_merge_heads_passes_the_reference(capsys):
     check_merge_heads(merge_heads)
     check_merge_heads(lambda x: x.permute(0, 2, 1, 3).flatten(2))
     check_merge_heads(lambda x: torch.cat(x.unbind(1), dim=-1))
-    assert capsys.readouterr().out.count("✓ merge_heads matches the reference on 4 inputs: exact") == 3
+    check_merge_heads(lambda x: merge_heads(x).double())  # the same numbers in float64
+    assert capsys.readouterr().out.count("✓ merge_heads matches the reference on 4 inputs: exact") == 4
 
 
 # --- the whole forward ---------------------------------------------------------------------
@@ -263,6 +271,11 @@ FORWARD_MISTAKES = [  # the typical wrong forwards, and the words that name each
     (mistake(residual=True), "you added x to the output: the residual connection belongs to the encoder block"),
     (mistake(bias=False), "you left out qkv's bias"),
     (mistake(heads=1), r"one head over the whole width .*num_heads = 4 was not used"),
+    (
+        lambda x, qkv, proj, h: by_hand(x, qkv, proj, h, scale=lambda hd: math.sqrt(h)),
+        r"you divided the scores by sqrt\(num_heads\) = sqrt\(4\)",
+    ),
+    (lambda x, qkv, proj, h: proj(written_out(x, qkv, proj, h)), "you applied proj twice"),
     (lambda x, qkv, proj, h: split_heads(qkv(x)[..., : x.shape[-1]], h), "these are the heads' outputs"),
     (mistake(dropout=0.1), r"your attention gives another result each time on the same x .* is there a dropout"),
     (lambda x, qkv, proj, h: (written_out(x, qkv, proj, h), None), "expected a torch.Tensor, got tuple"),
@@ -300,7 +313,8 @@ def test_check_multi_head_attention_passes_a_correct_forward(capsys):
     check_multi_head_attention(written_out)
     check_multi_head_attention(reference_multi_head)
     check_multi_head_attention(by_hand)
-    assert capsys.readouterr().out.count("✓ multi_head_attention") == 3
+    check_multi_head_attention(lambda x, qkv, proj, h: written_out(x.double(), qkv.double(), proj.double(), h))
+    assert capsys.readouterr().out.count("✓ multi_head_attention") == 4
 
 
 def test_the_mistake_switches_default_to_torch_multihead_attention():
@@ -442,7 +456,7 @@ def test_check_fuse_head_weights_names_the_mistakes_of_one_head_too():
         (lambda Q, K, V: fuse(Q, K, V).long(), r"^expected a float32 tensor, got int64 for 3 heads"),
         (lambda Q, K, V: fuse(Q, K, V) > 0, r"^expected a float32 tensor, got bool for 3 heads"),
         (lambda Q, K, V: fuse(Q, K, V).half(), r"^expected a float32 tensor, got float16"),
-        (lambda Q, K, V: fuse(Q, K, V).to("meta"), r"got one on meta"),
+        (lambda Q, K, V: fuse(Q, K, V).to("meta"), r"is a tensor on the meta device .*keeps shapes but no values"),
         (lambda Q, K, V: fuse(Q, K, V) * float("nan"), r"^the layer's output: 120 of 120 values are NaN .*holds NaN"),
         (lambda Q, K, V: fuse(Q, K, V).reshape(12, 36), r"got \(12, 36\) .*the paper's \(in, out\) layout"),
         (

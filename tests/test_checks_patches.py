@@ -44,6 +44,11 @@ def swapped_sides(images, P):
     return grid.reshape(B, -1, C * P * P)
 
 
+def with_class_row(images, P):
+    patches = patchify(images, P)
+    return torch.cat([torch.zeros_like(patches[:, :1]), patches], dim=1)
+
+
 def view_after_permute(images, P):
     B, C, H, W = images.shape
     return images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 1, 3, 5).view(B, -1, C * P * P)
@@ -82,6 +87,9 @@ PATCHIFY_MISTAKES = [  # (name, wrong patchify, regex naming the mistake)
     ("patch not flattened", lambda x, P: patchify(x, P).reshape(*patchify(x, P).shape[:2], -1, P, P), "flatten it"),
     ("channels last + column-major", lambda x, P: patchify_by_hand(x, P, (0, 4, 2, 3, 5, 1)), r"axis order \(cols"),
     ("(P, C, P) inside a patch", lambda x, P: patchify_by_hand(x, P, (0, 2, 4, 3, 1, 5)), r"axis order .*P_row, C"),
+    ("a class token row", with_class_row, "one row too many: patchify returns the N patches alone"),
+    ("channels averaged", lambda x, P: patchify(x.mean(1, keepdim=True), P), "each patch keeps all C = 3 channels"),
+    ("pixels normalised", lambda x, P: patchify(2 * x - 1, P), "other numbers than the input .*patchify only moves"),
 ]
 
 UNPATCHIFY_MISTAKES = [  # (name, wrong unpatchify, regex naming the mistake)
@@ -117,6 +125,7 @@ UNPATCHIFY_MISTAKES = [  # (name, wrong unpatchify, regex naming the mistake)
     ("F.fold without stride", lambda p, P, s: F.fold(p.transpose(1, 2), s, P), "F.fold needs stride=P"),
     ("H for both in the end", lambda p, P, s: unpatchify_by_hand(p, P, s, last=lambda H, W: (H, H)), "not square"),
     ("(P, C, P) order", lambda p, P, s: unpatchify_by_hand(p, P, s, (0, 4, 1, 3, 2, 5)), r"axis order \(P_row"),
+    ("scaled to 0..255", lambda p, P, s: 255 * unpatchify(p, P, s), "other numbers than the input .*unpatchify only"),
 ]
 
 
@@ -150,7 +159,9 @@ def test_check_unpatchify_passes_the_reference_and_fold(capsys):
 @pytest.mark.parametrize(
     "wrong, words",
     [
-        (lambda x, P: patchify(x, P) * 1.01, "max difference"),
+        (lambda x, P: patchify(x, P).flip(-1), "max difference"),  # the image's numbers, in no axis order
+        (lambda x, P: patchify(x, P) * 1.01, "other numbers than the input .*: patchify only moves the numbers"),
+        (lambda x, P: patchify(x, P)[:1].expand(len(x), -1, -1), "other numbers than the input"),
         (lambda x, P: x.view(-1, P, P, 7), "your function raised RuntimeError"),
         (lambda x, P: patchify(x, P).numpy(), "expected a torch.Tensor, got ndarray"),
     ],
@@ -184,6 +195,10 @@ ATTENTION_COST_MISTAKES = [  # (name, wrong attention_cost, regex naming the mis
     ("N * N pairs", lambda s, p: (T(s, p), (s // p) ** 4), "class token attends"),
     ("one pair per token", cost(T, lambda t: t), "not one each"),
     ("swapped", lambda s, p: (T(s, p) ** 2, T(s, p)), "swapped"),
+    ("pixels as tokens", cost(lambda s, p: s * s + 1, lambda t: t * t), "that counts pixels; a token is a patch"),
+    ("two class tokens", cost(lambda s, p: T(s, p) + 1, lambda t: t * t), "exactly one class token"),
+    ("every head of a ViT-B", cost(T, lambda t: 12 * t * t), r"that is 12 times T \* T; one attention map"),
+    ("pairs squared again", cost(T, lambda t: t**4), r"that is T \*\* 4"),
 ]
 
 
@@ -239,17 +254,24 @@ def test_check_attention_cost_refuses_what_is_not_a_pair_of_whole_numbers(wrong,
 
 SPOILED = [  # (how the right tensor is spoiled, the words for it)
     (lambda t: t.long(), "expected a float32 tensor, got int64"),
-    (lambda t: t.double(), r"expected a float32 tensor, got float64 .*\.float\(\)"),
+    (lambda t: t.half(), "expected a float32 tensor, got float16 .*half precision"),
     (lambda t: t > 0.5, "expected a float32 tensor, got bool"),
     (lambda t: t * float("nan"), "values are NaN"),
 ]
 
 
 @pytest.mark.parametrize("checker, reference", [(check_patchify, patchify), (check_unpatchify, unpatchify)])
-@pytest.mark.parametrize("spoil, words", SPOILED, ids=["int64", "float64", "bool", "NaN"])
+@pytest.mark.parametrize("spoil, words", SPOILED, ids=["int64", "float16", "bool", "NaN"])
 def test_a_spoiled_result_is_named(checker, reference, spoil, words):
     with pytest.raises(CheckFailed, match=words):
         checker(lambda *args: spoil(reference(*args)))
+
+
+@pytest.mark.parametrize("checker, reference", [(check_patchify, patchify), (check_unpatchify, unpatchify)])
+def test_a_float64_result_passes_as_exact(checker, reference, capsys):
+    """The same numbers in float64 (images turned into NumPy and back, say) are right: the values are compared."""
+    checker(lambda *args: reference(*args).double())
+    assert capsys.readouterr().out.endswith("image batches: exact\n")
 
 
 @pytest.mark.parametrize("checker, reference", [(check_patchify, patchify), (check_unpatchify, unpatchify)])

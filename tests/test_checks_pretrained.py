@@ -158,6 +158,15 @@ def wrong_convert_cases():
         ),
         (changed(mlp__fc1__weight=lambda h: h["intermediate.dense.weight"].T), r"your mlp.fc1.weight is transposed"),
         (changed(mlp__fc2__weight=lambda h: h["output.dense.weight"].T), r"your mlp.fc2.weight is transposed"),
+        (changed(attn__qkv__weight=lambda h: qkv(h, order="qqq")), r"attn.qkv.weight holds q's weight three times"),
+        (
+            changed(attn__qkv__bias=lambda h: torch.zeros_like(qkv(h, "bias"))),
+            r"attn.qkv.bias is all zeros: the query, key and value biases are learned too",
+        ),
+        (
+            changed(norm1__weight=layer("layernorm_before.bias"), norm1__bias=layer("layernorm_before.weight")),
+            r"a LayerNorm's weight and bias are swapped.*\(norm1.weight",
+        ),
         (
             changed(norm1__weight=lambda h: 2 * h["layernorm_before.weight"]),
             r"^norm1.weight: values differ from the reference: max difference .* hidden = 24; check which Hugging Face",
@@ -240,7 +249,9 @@ def test_check_convert_layer_names_missing_and_unexpected_keys(wrong, words):
 
 
 def test_check_convert_layer_turns_errors_into_failures():
-    with pytest.raises(CheckFailed, match="your function raised KeyError: 'attention.query.weight'"):
+    with pytest.raises(
+        CheckFailed, match="your function raised KeyError for a layer of width D = 8 .*: 'attention.query.weight'"
+    ):
         check_convert_layer(lambda h: {"attn.qkv.weight": h["attention.query.weight"]})
     with pytest.raises(CheckFailed, match="expected a dict that maps the course's names to tensors, got list"):
         check_convert_layer(lambda h: list(convert_layer(h).values()))
@@ -383,7 +394,10 @@ def test_no_convert_mistake_is_named_as_another():
         (changed(norm1__weight=lambda h: h["layernorm_before.weight"].long()), r"^norm1.weight: expected a float32"),
         (changed(norm1__bias=lambda h: h["layernorm_before.bias"] > 0), r"^norm1.bias: expected a float32 .*got bool"),
         (changed(mlp__fc1__bias=lambda h: h["intermediate.dense.bias"] * math.nan), r"^mlp.fc1.bias: .* NaN"),
-        (changed(mlp__fc1__bias=lambda h: h["intermediate.dense.bias"].to("meta")), r"^mlp.fc1.bias: .*on meta"),
+        (
+            changed(mlp__fc1__bias=lambda h: h["intermediate.dense.bias"].to("meta")),
+            r"^mlp.fc1.bias is a tensor on the meta device",
+        ),
         (changed(mlp__fc1__bias=lambda h: h["intermediate.dense.bias"].numpy()), r"mlp.fc1.bias should be a torch"),
         (lambda h: None, "^expected a dict that maps the course's names to tensors, got None"),
     ],
@@ -438,7 +452,7 @@ def test_no_preprocess_mistake_is_named_as_another():
     [
         (lambda p: None, "^expected a torch.Tensor, got None"),
         (lambda p: preprocess(p) * math.nan, "values are NaN for a photo"),
-        (lambda p: preprocess(p).to("meta"), "got one on meta"),
+        (lambda p: preprocess(p).to("meta"), r"is a tensor on the meta device .*keeps shapes but no values"),
         (lambda p: preprocess(p).tolist(), "^expected a torch.Tensor, got list"),
         (lambda p: preprocess(p) > 0, r"^expected a float32 tensor, got bool"),
     ],

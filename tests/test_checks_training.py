@@ -38,6 +38,27 @@ def test_check_warmup_cosine_passes_the_reference(capsys):
     assert out.count("✓ warmup_cosine matches the reference schedule at warm-up, peak, decay and end") == 5
 
 
+@pytest.mark.parametrize(
+    "kind",
+    [torch.tensor, lambda v: torch.tensor(v, dtype=torch.float64), np.array, np.float32, lambda v: torch.tensor([v])],
+    ids=["0-d tensor", "0-d float64 tensor", "0-d array", "numpy float32", "one-element tensor"],
+)
+def test_a_factor_of_any_number_kind_passes(kind, capsys):
+    check_warmup_cosine(lambda p, w: kind(warmup_cosine(p, w)))
+    assert capsys.readouterr().out.startswith("✓ warmup_cosine matches the reference schedule")
+
+
+def test_a_schedule_written_with_torch_passes(capsys):
+    def with_torch(progress, warmup):  # torch.cos of a tensor: a 0-d tensor comes back
+        progress = torch.tensor(progress)
+        if progress < warmup:
+            return progress / warmup
+        return 0.5 * (1 + torch.cos(torch.pi * (progress - warmup) / (1 - warmup)))
+
+    check_warmup_cosine(with_torch)
+    assert capsys.readouterr().out.startswith("✓ warmup_cosine matches")
+
+
 SCHEDULE_MISTAKES = [  # the typical wrong schedules, and the words that name each mistake
     (lambda p, w: 0.5 * (1 + math.cos(math.pi * p)), "must start at 0 .*your cosine starts at once"),
     (lambda p, w: 0.5 * (1 + math.cos(math.pi * (p - w) / (1 - w))), "there is no warm-up"),
@@ -78,7 +99,7 @@ def test_no_schedule_mistake_is_named_as_another():
     "wrong, words",
     [
         (lambda p, w: None, r"^expected a float, got None .* at progress 0 \(warmup = 0.1\)$"),
-        (lambda p, w: torch.tensor(warmup_cosine(p, w)), r"got Tensor .*: return a Python number, math.cos rather"),
+        (lambda p, w: torch.full((3,), warmup_cosine(p, w)), r"got Tensor .* shape \(3,\) .*: return one number"),
         (lambda p, w: float("nan"), r"^the factor is nan at progress 0 \(warmup = 0.1\)"),
         (lambda p, w: math.inf, r"^the factor is inf at progress 0"),
         (lambda p, w: 1 / 0, r"^your function raised ZeroDivisionError at progress 0 \(warmup = 0.1\)"),
@@ -104,6 +125,23 @@ def reference_step(model, optimizer, images, labels):
     loss.backward()
     optimizer.step()
     return loss.item()
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [lambda loss: loss.detach(), lambda loss: loss.detach().numpy(), lambda loss: loss.detach().numpy()[()]],
+    ids=["detached 0-d tensor", "0-d array", "numpy float32"],
+)
+def test_a_loss_of_any_number_kind_passes(kind, capsys):
+    def step(model, optimizer, images, labels):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        return kind(loss)
+
+    check_train_step(step)
+    assert capsys.readouterr().out.startswith("✓ train_step matches the reference over 3 steps")
 
 
 def test_check_train_step_passes_the_reference(capsys):

@@ -12,6 +12,7 @@ from utils.claims import (
     RESULTS_FILE,
     TRIALS,
     Trial,
+    after_epoch,
     agrees_with_shipped,
     mirror_advantage,
     mirror_pairs,
@@ -118,3 +119,60 @@ def test_shipped_values_name_what_the_runs_hold():
     assert len(shipped_values("digits")) == len(SEEDS)
     with pytest.raises(ValueError, match="not 'accuracy'"):
         shipped_values("digits", "accuracy")
+
+
+# ---- refused inputs (review findings S1, S2, S5, obscure 9, 12, 13) -----------------------------
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_the_structure_of_a_table_holding_nan_or_infinity_is_refused(bad):
+    """S5: a diverged run's table gave NaNs and a plausible 'nearest is a neighbour' fraction."""
+    table = torch.randn(1, 17, 8)
+    table[0, 3, 2] = bad
+    with pytest.raises(ValueError, match=r"the position table holds NaN or infinity \(a diverged run\?\)"):
+        position_structure(table, (4, 4), 1)
+    similarity = pos_embed_similarity(torch.randn(1, 17, 8), 1)
+    similarity[2, 5] = bad
+    for measure in (nearest_is_neighbour, mirror_advantage):
+        with pytest.raises(ValueError, match=r"similarity holds NaN or infinity \(a diverged run\?\)"):
+            measure(similarity, (4, 4))
+
+
+def test_after_epoch_wants_a_whole_epoch_the_trial_ran():
+    """Obscure 12: epoch 1.5 gave 'list indices must be integers or slices, not float'."""
+    assert after_epoch("orientation", "val_loss", 16) == [run["val_loss"][15] for run in shipped_runs("orientation")]
+    with pytest.raises(TypeError, match=r"epoch must be a whole number, from 1 to 16, got 1.5 \(float\)"):
+        after_epoch("orientation", "val_loss", 1.5)
+    for epoch in (0, 17):
+        with pytest.raises(ValueError, match=rf"epoch must be a whole number, from 1 to 16, got {epoch}"):
+            after_epoch("orientation", "val_loss", epoch)
+
+
+def test_a_trial_wants_its_measures_as_a_tuple_of_names():
+    """Obscure 13: measures='positions' was read letter by letter."""
+    experiment = TRIALS["orientation"].experiment
+    with pytest.raises(
+        TypeError, match=r"measures must be a tuple of names, e.g. \('positions',\), got the string 'positions'"
+    ):
+        Trial(experiment, measures="positions")
+    with pytest.raises(TypeError, match=r"experiment must be an Experiment"):
+        Trial("orientation")
+    with pytest.raises(TypeError, match=r"init must be a dict"):
+        Trial(experiment, init="gaussian")
+
+
+def test_a_trial_refuses_another_trials_data_and_a_bad_seed_before_training():
+    """S1 for lesson 9: 'orientation 1000' and 'orientation' ask the same question of other images;
+    obscure 9: a seed set_seed cannot take."""
+    quarter = experiment_data("orientation_1000")
+    run = dict(shipped_runs("orientation")[0])
+    with pytest.raises(ValueError, match=r"'orientation' is measured on experiment_data\('orientation'\), but data is"):
+        agrees_with_shipped("orientation", run, quarter)
+    with pytest.raises(ValueError, match=r"'orientation' trains on experiment_data\('orientation'\)"):
+        run_trial("orientation", 0, quarter)
+    with pytest.raises(ValueError, match=r"seed must be a whole number, from 0 to 4294967295, got -1"):
+        run_trial("orientation 1000", -1, quarter)
+    with pytest.raises(TypeError, match=r"seed must be a whole number, from 0 to 4294967295, got 1.5 \(float\)"):
+        run_trial("orientation 1000", 1.5, quarter)
+    with pytest.raises(ValueError, match=r"run\['val_accuracy'\] must be a fraction from 0 to 1, got 97.0"):
+        agrees_with_shipped("orientation 1000", {"seed": 0, "val_accuracy": 97.0}, quarter)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from lessons import ROOT
 
 from tools import compat, launch_links
@@ -66,4 +67,26 @@ def test_the_lane_reports_each_lesson_and_fails_when_one_fails(monkeypatch, caps
     out = capsys.readouterr().out
     assert "  01_patches.ipynb: FAILED: KeyError: 'x'" in out
     assert out.splitlines()[-1] == "compat: 3 passed, 1 failed"
-    assert compat.main(["windows"]) == 2
+
+
+def test_help_and_an_unknown_stack_build_nothing(monkeypatch, capsys):
+    """`--help` was taken for a stack's name ("unknown stack --help"); now it prints the usage, and an
+    unknown stack or option is a usage error (exit 2), before any venv is built."""
+    monkeypatch.setattr(compat, "build", lambda stack, log=None: pytest.fail(f"built {stack}"))
+    for argv, code, phrase in [
+        (["--help"], 0, "usage:"),
+        (["windows"], 2, "unknown stack windows; the stacks are colab, latest"),
+        (["--stack", "latest"], 2, "unrecognized arguments: --stack"),
+    ]:
+        with pytest.raises(SystemExit) as done:
+            compat.main(argv)
+        assert done.value.code == code, argv
+        assert phrase in "".join(capsys.readouterr()), argv
+
+
+def test_a_stack_named_twice_runs_once(monkeypatch, capsys):
+    """Two lanes of one stack would build the same .compat/<stack> side by side, each deleting the other's."""
+    built = []
+    monkeypatch.setattr(compat, "lane", lambda stack: built.append(stack) or ([f"## {stack}"], [True], ""))
+    assert compat.main(["latest", "latest"]) == 0
+    assert built == ["latest"]

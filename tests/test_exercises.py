@@ -4,6 +4,7 @@ exercise cells read), not after the whole lesson: nbval runs each lesson once al
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 from lessons import NOTEBOOKS, ROOT, cells_needed, read_cells
 
+import tools.exercises as exercises
+import utils.files
 from tools.exercises import (
     BLANK,
     LearnerWorkExists,
@@ -154,6 +157,149 @@ def test_the_command_refuses_on_stderr_with_a_failing_status(tmp_path):
     forced = subprocess.run([*script, "--force"], capture_output=True, text=True)
     assert forced.returncode == 0, forced.stderr
     assert f"{NOTEBOOKS[0].name}: " in forced.stdout and "replaced" in forced.stdout and "backups" in forced.stdout
+
+
+# --- hostile folders and broken lessons: refused in one line, nothing written through a link ---------
+
+
+def test_a_copy_that_is_a_symbolic_link_is_never_written_through(tmp_path):
+    """U1: a dangling link in exercises/ was followed, and the copy written wherever it pointed."""
+    out, elsewhere = tmp_path / "exercises", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    link = out / NOTEBOOKS[0].name
+    link.symlink_to(elsewhere / "chosen.ipynb")  # dangling: "does not exist"
+    with pytest.raises(LearnerWorkExists, match=f"{link.name} is a symbolic link .*: not writing through it"):
+        write_exercises(out)
+    assert list(elsewhere.iterdir()) == [] and list(out.iterdir()) == [link]
+    written = write_exercises(out, force=True)  # the link itself is moved aside, then a copy written in its place
+    assert link in written and not link.is_symlink() and "# BEGIN SOLUTION" not in link.read_text()
+    assert list(elsewhere.iterdir()) == []
+    (kept,) = (out / "backups").iterdir()
+    assert (kept / link.name).is_symlink() and os.readlink(kept / link.name) == str(elsewhere / "chosen.ipynb")
+
+
+def test_a_link_to_a_file_elsewhere_leaves_that_file_alone(tmp_path, capsys):
+    out, target = tmp_path / "exercises", tmp_path / "notes.ipynb"
+    out.mkdir()
+    target.write_text("a file of someone's")
+    (out / NOTEBOOKS[1].name).symlink_to(target)
+    assert exercises.main([str(out)]) == 1
+    assert "is a symbolic link" in capsys.readouterr().err and not (out / NOTEBOOKS[0].name).exists()
+    assert exercises.main([str(out), "--force"]) == 0
+    assert target.read_text() == "a file of someone's"
+
+
+def snapshot_lessons() -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in NOTEBOOKS}
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_the_lessons_own_folder_is_refused(capsys, force):
+    """S16: `exercises.py notebooks --force` blanked the course's own lessons."""
+    before = snapshot_lessons()
+    with pytest.raises(ValueError, match="out_dir notebooks is the lessons' own folder: the learner copies go"):
+        write_exercises(ROOT / "notebooks", force=force)
+    assert exercises.main([str(ROOT / "notebooks"), *(["--force"] if force else [])]) == 1
+    assert "the lessons' own folder" in capsys.readouterr().err
+    assert snapshot_lessons() == before and not (ROOT / "notebooks" / "backups").exists()
+
+
+def test_a_folder_holding_lessons_with_their_solutions_is_refused(tmp_path):
+    """Another checkout's notebooks/, say: its lessons are not learner copies to replace."""
+    shutil.copy(NOTEBOOKS[0], tmp_path / NOTEBOOKS[0].name)
+    with pytest.raises(ValueError, match=f"holds lessons with their solutions \\({NOTEBOOKS[0].name} has"):
+        write_exercises(tmp_path, force=True)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [NOTEBOOKS[0].name]
+
+
+def broken_lesson(folder: Path, text: str) -> Path:
+    path = folder / "lessons" / "03_broken.ipynb"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_lesson_that_is_not_json_or_has_unmatched_markers_is_named(tmp_path):
+    good = NOTEBOOKS[0].read_text(encoding="utf-8")
+    cut = broken_lesson(tmp_path, good[:5000])
+    with pytest.raises(ValueError, match="03_broken.ipynb is not valid JSON .*line .*git checkout"):
+        write_exercises(tmp_path / "out", [NOTEBOOKS[0], cut])
+    unmatched = broken_lesson(tmp_path, good.replace("# END SOLUTION", "# END", 1))
+    with pytest.raises(ValueError, match="03_broken.ipynb: unmatched '# BEGIN SOLUTION' / '# END SOLUTION'"):
+        write_exercises(tmp_path / "out", [NOTEBOOKS[0], unmatched])
+    assert not (tmp_path / "out").exists()  # nothing written for the good lesson either
+
+
+def one_line_refusal(capsys, argv: list[str], phrase: str) -> None:
+    """The command exits 1 with one line on stderr holding `phrase` (no traceback)."""
+    assert exercises.main(argv) == 1
+    err = capsys.readouterr().err
+    assert phrase in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_copy_that_is_a_folder_is_one_clear_line(tmp_path, capsys):
+    (tmp_path / NOTEBOOKS[0].name).mkdir()
+    one_line_refusal(capsys, [str(tmp_path), "--force"], f"{NOTEBOOKS[0].name} is a folder, where a learner copy goes")
+    assert sorted(path.name for path in tmp_path.iterdir()) == [NOTEBOOKS[0].name]
+
+
+def test_backups_that_is_a_file_is_one_clear_line(tmp_path, capsys):
+    write_exercises(tmp_path)
+    edited = tmp_path / NOTEBOOKS[0].name
+    edited.write_text(edited.read_text() + " ")
+    (tmp_path / "backups").write_text("not a folder")
+    one_line_refusal(capsys, [str(tmp_path), "--force"], "backups is a file, not a folder for the replaced copies")
+    assert edited.read_text().endswith(" ")  # the learner's copy stays where it was
+
+
+def test_a_read_only_folder_is_one_clear_line(tmp_path, capsys, monkeypatch):
+    """The system's refusal to write there (here stood in for: the tests run as root, whom
+    permissions do not stop) is one line, not a traceback."""
+
+    def refused(path, data):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(utils.files, "write_bytes_atomically", refused)
+    one_line_refusal(capsys, [str(tmp_path)], f"cannot write in {tmp_path}: permission denied")
+
+
+def test_an_interrupted_write_leaves_no_half_copy(tmp_path, monkeypatch):
+    """Each copy is written whole or not at all: a Ctrl-C while its bytes go to disk leaves no file."""
+
+    def interrupted(descriptor):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(utils.files.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_exercises(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_two_forced_runs_in_the_same_second_get_two_backup_folders(tmp_path, monkeypatch):
+    """Each run creates its folder as it picks the name: the second no longer dies on FileExistsError."""
+    monkeypatch.setattr(exercises.time, "strftime", lambda pattern: "2030-01-01_120000")
+    first, second = backup_folder(tmp_path), backup_folder(tmp_path)
+    assert first.is_dir() and second.is_dir() and first != second
+    assert [first.name, second.name] == ["2030-01-01_120000", "2030-01-01_120000-2"]
+
+
+def test_a_copy_moved_away_by_another_run_is_not_an_error(tmp_path, monkeypatch):
+    """Two forced runs together: the one that finds the copy already moved by the other writes on,
+    and leaves no empty backup folder."""
+    write_exercises(tmp_path)
+    edited = tmp_path / NOTEBOOKS[0].name
+    edited.write_text(edited.read_text() + " ")
+    real_plan = exercises.plan
+
+    def other_run_moves_it_first(out_dir, notebooks=None):
+        planned = real_plan(out_dir, notebooks)
+        edited.unlink()  # as the other run's move_aside does
+        return planned
+
+    monkeypatch.setattr(exercises, "plan", other_run_moves_it_first)
+    assert write_exercises(tmp_path, force=True) == [edited]
+    assert "# BEGIN SOLUTION" not in edited.read_text() and list((tmp_path / "backups").iterdir()) == []
 
 
 def first_parameter(text: str) -> str:

@@ -15,6 +15,7 @@ from utils.experiments import (
     PREDICTION,
     Comparison,
     Spread,
+    check_fraction,
     compare,
     prediction_interval,
     run_record,
@@ -129,6 +130,22 @@ def test_percent_wants_fractions():
         spread([-0.1, 0.5], percent=True)
     with pytest.raises(TypeError, match="percent must be True or False"):
         spread([0.5, 0.6], percent="yes")
+
+
+def test_check_fraction_takes_an_accuracy_and_refuses_a_percentage():
+    """Review finding S2: every run taken from a caller holds its accuracies as fractions."""
+    for value in (0, 1, 0.5, np.float64(0.25), np.int64(1)):
+        assert check_fraction(value, "accuracy") == float(value)
+    with pytest.raises(
+        ValueError, match=r"^accuracy must be a fraction from 0 to 1, got 97.0: divide by 100 if it is a percentage$"
+    ):
+        check_fraction(97.0, "accuracy")
+    for value, words in [(float("nan"), "got nan"), (-0.1, "got -0.1"), (101, "got 101")]:
+        with pytest.raises(ValueError, match=rf"accuracy must be a fraction from 0 to 1, {words}$"):
+            check_fraction(value, "accuracy")
+    for value in ("0.9", True, None, torch.tensor(0.9)):
+        with pytest.raises(TypeError, match="accuracy must be a"):
+            check_fraction(value, "accuracy")
 
 
 # ---- compare ------------------------------------------------------------------------------------

@@ -12,21 +12,17 @@ import numpy as np
 import pytest
 from lessons import ROOT
 
-from tools.notebook_budget import END, KERNEL_LIMIT_MB, START, peak_rss_mb, table
+import tools.notebook_budget as notebook_budget
+from tools.notebook_budget import END, KERNEL_LIMIT_MB, START, peak_rss_mb, resident_mb, table, update_readme
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak memory is read from /proc (Linux)")
-
-
-def resident_mb() -> float:
-    status = Path(f"/proc/{os.getpid()}/status").read_text()
-    return next(int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmRSS:"))
 
 
 @linux_only
 def test_peak_memory_rises_by_what_the_process_touched():
     """The peak is at least what the process holds now plus what it touches (a worker of pytest-xdist
     may have peaked higher before, in another test)."""
-    before = resident_mb()
+    before = resident_mb(os.getpid())
     block = np.ones(300 * 2**20 // 8)  # 300 MB, every page written
     after = peak_rss_mb(os.getpid())
     assert block.sum() == block.size
@@ -103,3 +99,77 @@ def test_the_longest_files_run_first_and_each_file_keeps_its_order():
     items = [SimpleNamespace(fspath=name, order=i) for i, name in enumerate(names)]
     root.pytest_collection_modifyitems(items)
     assert [item.order for item in items] == [1, 3, 0, 2]
+
+
+# --- the command line: nothing runs for --help, a typo or a README that cannot take the table -------
+
+
+@pytest.fixture
+def scratch_readme(tmp_path, monkeypatch) -> tuple[Path, list]:
+    """The tool pointed at a README in tmp_path (its rows for lessons 1 and 2) and a stand-in for the
+    lessons' run: the list records each measure(path, write) call and the call answers (6 s, 400 MB)."""
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        f"intro\n{START}\n{table([('01_patches.ipynb', 1.0, 300.0), ('02_x.ipynb', 2.0, None)])}\n{END}\nend\n"
+    )
+    calls = []
+    monkeypatch.setattr(notebook_budget, "README", readme)
+    monkeypatch.setattr(
+        notebook_budget, "measure", lambda path, write=False: calls.append((path.name, write)) or (6, 400)
+    )
+    return readme, calls
+
+
+LESSON = str(ROOT / "notebooks" / "01_patches.ipynb")
+
+
+def test_help_prints_the_usage_and_runs_no_lesson(scratch_readme, capsys):
+    """H12: `--help` ran every lesson with the full budgets (about 10 minutes)."""
+    readme, calls = scratch_readme
+    with pytest.raises(SystemExit) as done:
+        notebook_budget.main(["--help"])
+    assert done.value.code == 0 and "usage:" in capsys.readouterr().out
+    assert calls == []
+
+
+@pytest.mark.parametrize("typo", ["--readm", "--writ", "--no-such-flag"])
+def test_a_misspelt_option_is_a_usage_error_before_any_run(scratch_readme, capsys, typo):
+    """S19: `--readm` ran the lesson and exited 0 without updating the README."""
+    readme, calls = scratch_readme
+    before = readme.read_text()
+    with pytest.raises(SystemExit) as done:
+        notebook_budget.main([typo, LESSON])
+    assert done.value.code == 2 and f"unrecognized arguments: {typo}" in capsys.readouterr().err
+    assert calls == [] and readme.read_text() == before
+
+
+def test_readme_and_write_update_the_rows_of_the_lessons_run(scratch_readme):
+    """`make run-notebooks` (--write --readme) and `make measure` (--readme) keep their meaning."""
+    readme, calls = scratch_readme
+    assert notebook_budget.main(["--write", "--readme", LESSON]) == 0
+    assert calls == [("01_patches.ipynb", True)]
+    rows = readme.read_text().split(START)[1].split(END)[0].strip().splitlines()
+    assert rows[2:] == ["| `01_patches.ipynb` | 6 s | 400 MB |", "| `02_x.ipynb` | 2 s | ? |"]
+    assert sorted(path.name for path in readme.parent.iterdir()) == ["README.md"]  # no scratch file left
+    assert notebook_budget.main([LESSON]) == 0 and calls[-1] == ("01_patches.ipynb", False)
+
+
+@pytest.mark.parametrize("text", ["a README without the table", f"only {START}", f"{END} then {START}"])
+def test_a_readme_without_its_markers_is_refused_before_the_run(scratch_readme, capsys, text):
+    """The markers were found missing at the end of a 10-minute run ("not enough values to unpack")."""
+    readme, calls = scratch_readme
+    readme.write_text(text)
+    with pytest.raises(SystemExit) as done:
+        notebook_budget.main(["--readme", LESSON])
+    assert done.value.code == 2 and "around the table this tool writes" in capsys.readouterr().err
+    assert calls == [] and readme.read_text() == text
+    with pytest.raises(ValueError, match=f"must hold the line {START} and then the line {END}"):
+        update_readme(text, [("01_patches.ipynb", 6.0, 400.0)])
+
+
+def test_a_missing_notebook_is_a_usage_error(scratch_readme, capsys):
+    readme, calls = scratch_readme
+    with pytest.raises(SystemExit) as done:
+        notebook_budget.main(["notebooks/99_nowhere.ipynb"])
+    assert done.value.code == 2 and "no such notebook: notebooks/99_nowhere.ipynb" in capsys.readouterr().err
+    assert calls == []

@@ -2,6 +2,10 @@
 and against our own timm-layout checkpoints written to disk."""
 
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -291,18 +295,20 @@ def test_a_timm_average_pool_checkpoint_computes_what_timm_computes(fc_norm):
         dict(global_pool="token"),  # the class token, as ViT-B/16
     ],
 )
-def test_timm_itself_where_it_is_installed(layout):
-    """The same against timm's own VisionTransformer (not a dependency of the course: skipped
-    without it; checked with timm 1.0.31)."""
-    timm = pytest.importorskip("timm")
-    torch.manual_seed(0)
-    kwargs = dict(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=5)
-    reference = randomize_(timm.models.vision_transformer.VisionTransformer(**kwargs, **layout)).eval()
-    model = from_timm(reference.state_dict(), num_heads=3)
-    assert model.config.fc_norm == ("fc_norm.weight" in reference.state_dict())
-    images = torch.randn(2, 3, 32, 32)
+@pytest.mark.timm
+def test_timm_itself(layout, tmp_path):
+    """The same against timm's own VisionTransformer, run in a process of its own (tests/timm_reference.py
+    says why and where timm lives); timm 1.0.31."""
+    output = tmp_path / "timm.pt"
+    script = Path(__file__).with_name("timm_reference.py")
+    done = subprocess.run([sys.executable, script, json.dumps(layout), output], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    reference = torch.load(output, weights_only=True)
+    assert reference["version"] == "1.0.31"
+    model = from_timm(reference["state_dict"], num_heads=3)
+    assert model.config.fc_norm == ("fc_norm.weight" in reference["state_dict"])
     with torch.no_grad():
-        torch.testing.assert_close(model(images), reference(images), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(model(reference["images"]), reference["logits"], rtol=1e-5, atol=1e-5)
 
 
 def test_a_timm_model_with_a_class_token_and_an_fc_norm_is_refused_with_the_reason():
@@ -519,3 +525,46 @@ def test_from_hf_refuses_a_config_of_the_wrong_kind(tmp_path):
         from_hf(state, str(tmp_path / "config.json"))
     with pytest.raises(TypeError, match="config should be a dict or a transformers ViTConfig, got int"):
         from_hf(state, 12)
+
+
+# ---- weights that hold NaN or infinity are refused, by name ----------------------------------
+
+
+def test_a_checkpoint_of_nan_weights_is_refused_by_from_timm(tmp_path):
+    """S13: an all-NaN file loaded without a word, and the model gave NaN logits."""
+    tiny = ViTConfig.tiny(image_size=8, patch_size=4, in_channels=1, embed_dim=16, depth=2, num_heads=2)
+    state = VisionTransformer(tiny).state_dict()
+    save_file(
+        {name: torch.full_like(tensor, float("nan")) for name, tensor in state.items()}, tmp_path / "m.safetensors"
+    )
+    loaded = load_checkpoint(tmp_path / "m.safetensors")
+    first = re.escape(", ".join(list(loaded)[:4]))
+    with pytest.raises(
+        ValueError,
+        match=rf"^{len(state)} tensors of the checkpoint hold NaN or infinity \({first} and {len(state) - 4} more\): "
+        r"a corrupt file\?$",
+    ):
+        from_timm(loaded, num_heads=2)
+    one_inf = {**state, "head.bias": torch.tensor([0.0] * 9 + [float("-inf")])}
+    with pytest.raises(ValueError, match=r"^1 tensor of the checkpoint holds NaN or infinity \(head\.bias\)"):
+        from_timm(one_inf, num_heads=2, assign=True)
+
+
+def test_from_hf_refuses_a_nan_weight_naming_it(tmp_path):
+    state = to_v5_names(hf_vit("32px-p8-1layer-1head").state_dict())
+    state["vit.layers.0.attention.k_proj.weight"][2, 3] = float("nan")
+    with pytest.raises(ValueError, match=r"1 tensor of the checkpoint holds NaN .*\(blocks\.0\.attn\.qkv\.weight\)"):
+        from_hf(state, {"num_attention_heads": 1})
+
+
+# ---- load_vit_b16 takes the folder that holds model.safetensors -------------------------------
+
+
+def test_load_vit_b16_reads_model_safetensors_in_a_folder(tmp_path):
+    """Obscure: load_vit_b16(folder) said "no ViT-B/16 weights at <folder>"."""
+    path = write_hub_file(tmp_path / "model.safetensors", 96, 1, 3, 32)
+    with pytest.raises(ValueError, match=rf"^{path} is not the published ViT-B/16.*96 wide"):
+        load_vit_b16(tmp_path)  # the file in the folder was read: its shapes are ViT-S-like, not B/16's
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=rf"no ViT-B/16 weights at {tmp_path / 'empty' / 'model.safetensors'}"):
+        load_vit_b16(tmp_path / "empty")

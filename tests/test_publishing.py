@@ -136,6 +136,56 @@ def test_every_lesson_has_its_badges_and_colab_cell_from_the_address_and_tag():
         assert not code[0].outputs, f"{path.name}: the Colab cell printed something outside Colab"
 
 
+def stale_copy(folder: Path) -> Path:
+    """Lesson 1 in `folder`, its badges and Colab cell pointing at an older release."""
+    path = folder / "01_patches.ipynb"
+    text = (ROOT / "notebooks" / "01_patches.ipynb").read_text(encoding="utf-8")
+    path.write_text(text.replace(f"@{TAG}", "@v0.0.1").replace(f"/{TAG}/", "/v0.0.1/"), encoding="utf-8")
+    return path
+
+
+def test_a_stale_lesson_is_listed_by_check_and_rewritten_whole_without_it(tmp_path, capsys):
+    path = stale_copy(tmp_path)
+    stale = path.read_text(encoding="utf-8")
+    assert launch_links.main(["--check", str(path)]) == 1 and path.read_text(encoding="utf-8") == stale
+    assert launch_links.main([str(path)]) == 0 and "updated: 01_patches.ipynb" in capsys.readouterr().out
+    assert path.read_bytes() == (ROOT / "notebooks" / "01_patches.ipynb").read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["01_patches.ipynb"]  # no scratch file left
+
+
+@pytest.mark.parametrize("typo", ["--chek", "--no-such-flag", "--help"])
+def test_a_misspelt_option_rewrites_nothing(tmp_path, capsys, typo):
+    """S18: `--chek` (for --check) rewrote the lessons; --help ran over every lesson."""
+    path = stale_copy(tmp_path)
+    stale = path.read_text(encoding="utf-8")
+    with pytest.raises(SystemExit) as done:
+        launch_links.main([typo, str(path)])
+    out, err = capsys.readouterr()
+    if typo == "--help":
+        assert done.value.code == 0 and "usage:" in out
+    else:
+        assert done.value.code == 2 and f"unrecognized arguments: {typo}" in err
+    assert path.read_text(encoding="utf-8") == stale
+
+
+def test_a_notebook_without_a_code_cell_is_named_and_nothing_is_written(tmp_path, capsys):
+    """It raised a bare StopIteration; now the lesson is named, and no lesson of the run is written."""
+    title = nbformat.v4.new_markdown_cell("# A lesson\n\nOnly prose.")
+    with pytest.raises(ValueError, match="empty.ipynb: no code cell; the Colab cell goes before"):
+        launch_links.with_launch_links(nbformat.v4.new_notebook(cells=[title]), "empty.ipynb")
+    empty = tmp_path / "empty.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[title]), empty)
+    stale = stale_copy(tmp_path)
+    before = stale.read_text(encoding="utf-8")
+    assert launch_links.main([str(stale), str(empty)]) == 1
+    err = capsys.readouterr().err
+    assert "empty.ipynb: no code cell" in err and len(err.strip().splitlines()) == 1
+    assert stale.read_text(encoding="utf-8") == before  # the run stopped before writing any lesson
+    cut = tmp_path / "cut.ipynb"
+    cut.write_text(before[:500], encoding="utf-8")
+    assert launch_links.main([str(cut)]) == 1 and "cut.ipynb is not a notebook" in capsys.readouterr().err
+
+
 class Pip:
     """Stands in for subprocess.run: records each pip command and the constraint file it names."""
 

@@ -1,15 +1,21 @@
 """tools/run_experiments.py (`make experiments`): runs lesson 6's experiments over the seeds in
 worker processes and merges them into the shipped results file."""
 
+import dataclasses
+import hashlib
 import json
 import re
+import threading
+import time
 
 import pytest
 from lessons import ROOT
 
+import tools.run_experiments as R
 from tools.run_experiments import main, run_all, write
 from utils.ablations import (
     EXPERIMENTS,
+    RESULTS_FILE,
     SEEDS,
     agrees_with_shipped,
     environment,
@@ -18,6 +24,8 @@ from utils.ablations import (
     shipped_results,
     shipped_runs,
 )
+from utils.claims import TRIALS
+from utils.files import locked
 
 
 @pytest.mark.reproduction
@@ -35,14 +43,14 @@ def test_a_worker_process_reproduces_a_shipped_run():
     assert run["steps"] == stored["steps"] == 600
 
 
-def test_write_merges_into_the_file_keeps_the_experiments_order_and_drops_unknown_ones(tmp_path):
+def test_write_merges_into_the_file_and_keeps_the_experiments_order(tmp_path):
     path = tmp_path / "results.json"
     shipped = shipped_results()
-    path.write_text(json.dumps({**shipped, "experiments": {**shipped["experiments"], "gone": {"runs": []}}}))
+    path.write_text(json.dumps(shipped))
     fake = [{**run, "val_accuracy": 0.5} for run in shipped_runs("digits")]
     write(path, {"digits": fake})
     written = json.loads(path.read_text())
-    assert list(written["experiments"]) == list(EXPERIMENTS)  # "gone" dropped, the order kept
+    assert list(written["experiments"]) == list(EXPERIMENTS)  # the order kept
     assert written["experiments"]["digits"]["runs"] == fake
     assert written["experiments"]["digits"]["recipe"] == EXPERIMENTS["digits"].as_dict()
     assert written["experiments"]["same colour"] == shipped["experiments"]["same colour"]  # untouched
@@ -104,3 +112,182 @@ def test_make_claims_runs_the_claims_suite():
     makefile = (ROOT / "Makefile").read_text()
     recipe = re.search(r"^claims:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
     assert recipe and "tools/run_experiments.py --suite claims" in recipe[1]
+
+
+# ---- refused runs and safe writes (review findings S17, D3, D4, obscure 15) ---------------------
+
+RUN = dict(
+    seed=0,
+    val_accuracy=0.9,
+    test_accuracy=0.9,
+    seconds=1.0,
+    steps=1,
+    epochs=1,
+    steps_per_second=1.0,
+    parameters=1,
+    multiply_adds=1,
+)
+
+
+def fake_runs(names, value=0.9):
+    return {name: [dict(RUN, seed=seed, val_accuracy=value) for seed in SEEDS] for name in names}
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """run_all that fails the test: what must be refused is refused before any training."""
+
+    def trained(*args, **kwargs):
+        raise AssertionError("trained before refusing")
+
+    monkeypatch.setattr(R, "run_all", trained)
+
+
+@pytest.fixture
+def fake_training(monkeypatch):
+    """run_all without the minutes of training: every seed at 0.9."""
+    monkeypatch.setattr(R, "run_all", lambda names, seeds, workers, log=print, suite="experiments": fake_runs(names))
+
+
+def refusal(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    return capsys.readouterr().err
+
+
+def canonical_sha256(experiments: dict) -> str:
+    text = json.dumps(experiments, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_help_prints_the_usage_and_runs_nothing(no_training, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0 and "usage:" in capsys.readouterr().out
+
+
+def test_a_name_given_twice_is_refused(no_training, capsys):
+    """S17: 'digits digits' stored each seed twice, and the lessons counted 10 seeds."""
+    assert "'digits' given twice" in refusal(capsys, ["digits", "same colour", "digits"])
+
+
+def test_another_suites_file_is_refused_before_training(no_training, capsys, tmp_path):
+    """D3: --suite claims over lesson6.json deleted most of lesson 6's experiments, after the training."""
+    path = tmp_path / "lesson6.json"
+    path.write_bytes(RESULTS_FILE.read_bytes())
+    lost = sum(name not in TRIALS for name in EXPERIMENTS)
+    error = refusal(capsys, ["--suite", "claims", "orientation", "--output", str(path)])
+    assert (
+        f"lesson6.json holds lesson 6's results (make experiments); --suite claims would delete {lost} of its "
+        "experiments: choose another --output" in error
+    )
+    assert path.read_bytes() == RESULTS_FILE.read_bytes()
+
+
+def test_a_write_that_would_drop_stored_experiments_is_refused(no_training, capsys, tmp_path):
+    shipped = shipped_results()
+    experiments = {**shipped["experiments"], "gone": shipped["experiments"]["digits"]}
+    path = tmp_path / "results.json"
+    path.write_text(
+        json.dumps({**shipped, "experiments": experiments, "experiments_sha256": canonical_sha256(experiments)})
+    )
+    before = path.read_bytes()
+    assert "would delete 1 of its experiments ('gone')" in refusal(capsys, ["digits", "--output", str(path)])
+    with pytest.raises(ValueError, match=r"would delete 1 of its experiments \('gone'\)"):
+        write(path, fake_runs(["digits"]))
+    assert path.read_bytes() == before
+
+
+def test_an_output_that_is_no_json_or_a_folder_is_refused_before_training(no_training, capsys, tmp_path):
+    """Obscure 15: both failed after the whole run, its results lost."""
+    path = tmp_path / "results.json"
+    path.write_text('{"experiments": {x')
+    error = refusal(capsys, ["digits", "--output", str(path)])
+    assert f"--output {path} is not valid JSON (cut off or edited?" in error and "line 1, column 18" in error
+    assert f"--output {tmp_path} is a folder: name a .json file" in refusal(
+        capsys, ["digits", "--output", str(tmp_path)]
+    )
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert "is a file, not a folder" in refusal(capsys, ["digits", "--output", str(blocker / "results.json")])
+
+
+def test_a_run_that_finishes_meanwhile_is_kept(fake_training, monkeypatch, tmp_path):
+    """D4: another run writing between this run's read and its replace lost its results."""
+    path = tmp_path / "results.json"
+    real = R.environment
+
+    def other_run_finishes_now():
+        monkeypatch.setattr(R, "environment", real)
+        write(path, fake_runs(["same colour"], 0.111))
+        return real()
+
+    monkeypatch.setattr(R, "environment", other_run_finishes_now)
+    main(["digits", "--workers", "1", "--output", str(path)])
+    written = shipped_results(path)["experiments"]
+    assert written["same colour"]["runs"][0]["val_accuracy"] == 0.111
+    assert written["digits"]["runs"][0]["val_accuracy"] == 0.9
+
+
+def test_write_waits_for_the_lock_of_the_file(tmp_path):
+    """D4: two runs finishing together take turns on results.json.lock."""
+    path = tmp_path / "results.json"
+    thread = threading.Thread(target=write, args=(path, fake_runs(["digits"])))
+    with locked(path):
+        thread.start()
+        time.sleep(0.3)
+        assert thread.is_alive() and not path.exists()
+    thread.join(timeout=10)
+    assert not thread.is_alive() and shipped_results(path)["experiments"]["digits"]["runs"][0]["seed"] == 0
+
+
+def test_write_uses_a_scratch_file_of_its_own(tmp_path):
+    """D4: every writer used results.json.partial; one in the way (here a folder) stopped the write."""
+    path = tmp_path / "results.json"
+    (tmp_path / "results.json.partial").mkdir()
+    write(path, fake_runs(["digits"]))
+    assert shipped_results(path)["experiments"]["digits"]["runs"][0]["val_accuracy"] == 0.9
+    assert [p.name for p in tmp_path.iterdir() if "partial" in p.name] == ["results.json.partial"]
+
+
+def test_write_stores_the_checksum_of_its_experiments(tmp_path):
+    """S3: the checksum that shipped_results checks."""
+    written = write(tmp_path / "results.json", fake_runs(["digits"]))
+    stored = json.loads((tmp_path / "results.json").read_text())
+    assert stored == written and stored["experiments_sha256"] == canonical_sha256(stored["experiments"])
+
+
+@pytest.mark.parametrize(
+    "runs, words",
+    [
+        (
+            fake_runs(["digits"], 97.0),
+            r"seed 0 of 'digits' has val_accuracy 97.0; the file holds accuracies from 0 to 1",
+        ),
+        ({"digits": [RUN, RUN]}, r"'digits' holds seed 0 twice"),
+        ({"digits": []}, r"'digits' holds no runs"),
+        ({"digits": [{"seed": 0}]}, r"run 0 of 'digits' has no 'val_accuracy'"),
+        (fake_runs(["imagenet"]), r"no experiment 'imagenet' in --suite experiments"),
+    ],
+)
+def test_write_refuses_runs_that_are_no_results(tmp_path, runs, words):
+    """S2 for the writer: runs taken from a caller are checked as the reader checks them."""
+    with pytest.raises(ValueError, match=words):
+        write(tmp_path / "results.json", runs)
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_a_damaged_results_file_is_replaced_only_by_a_run_of_every_experiment(monkeypatch, tmp_path):
+    """The fix the refusal names ("run make experiments") works: a full run replaces the suite's own
+    damaged file as a whole; a partial run, which would merge into it, is refused."""
+    path = tmp_path / "lesson6.json"
+    path.write_text(RESULTS_FILE.read_text()[:5000])
+    monkeypatch.setitem(R.SUITES, "experiments", dataclasses.replace(R.SUITES["experiments"], results_file=path))
+    assert R.stored_results(path, list(EXPERIMENTS)) == {"experiments": {}}
+    with pytest.raises(ValueError, match=r"lesson6.json is not valid JSON"):
+        R.stored_results(path, ["digits"])
+    other = tmp_path / "other.json"
+    other.write_text(path.read_text())
+    with pytest.raises(ValueError, match=r"other.json is not valid JSON"):
+        R.stored_results(other, list(EXPERIMENTS))

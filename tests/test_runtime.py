@@ -1,5 +1,6 @@
 """Seeding, the CPU thread count, device choice and a model's mode."""
 
+import os
 import random
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from tools.notebook_budget import resident_mb
 from utils import runtime
 from utils.runtime import cpu_kind, eval_mode, get_device, release_memory, set_seed, torch_threads
 
@@ -29,6 +31,15 @@ def test_set_seed_repeats_torch_numpy_and_python():
     assert not torch.equal(first[0], third[0])
     assert not np.array_equal(first[1], third[1])
     assert first[2] != third[2]
+
+
+@pytest.mark.parametrize(
+    ("seed", "words"),
+    [(-1, "got -1"), (1.5, r"got 1.5 \(float\)"), ("0", r"got '0' \(str\)"), (2**32, "got 4294967296"), (True, "bool")],
+)
+def test_set_seed_names_a_seed_that_is_no_seed(seed, words):
+    with pytest.raises(ValueError, match=rf"seed must be a whole number.*{words}"):
+        set_seed(seed)
 
 
 def test_set_seed_default_is_zero():
@@ -166,13 +177,6 @@ def test_cpu_kind_names_the_processor_the_vector_unit_and_any_pin(monkeypatch):
     assert cpu_kind() == plain + ", MKL_CBWR=AVX2"
 
 
-def resident_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads resident memory from /proc (Linux)")
 def test_release_memory_hands_freed_memory_back_to_the_system():
     """Blocks below glibc's mmap threshold come from its heap; freed, they stay resident while a
@@ -180,9 +184,9 @@ def test_release_memory_hands_freed_memory_back_to_the_system():
     blocks = [bytearray(64 * 1024) for _ in range(3000)]  # about 190 MB, touched (zero-filled)
     pin = bytearray(64 * 1024)  # allocated last: the top of the heap stays in use
     del blocks
-    before = resident_mb()
+    before = resident_mb(os.getpid())
     assert release_memory() is True
-    assert before - resident_mb() > 100, "the freed blocks are still resident"
+    assert before - resident_mb(os.getpid()) > 100, "the freed blocks are still resident"
     del pin
 
 

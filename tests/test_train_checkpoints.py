@@ -2,6 +2,7 @@
 writes files that utils.weights.load_trained reads."""
 
 import re
+import shutil
 
 import pytest
 import torch
@@ -10,9 +11,9 @@ from lessons import ROOT
 import tools.train_checkpoints as train_checkpoints
 from tools.train_checkpoints import RECIPES, main, train_shipped
 from utils.data import load_training_set
-from utils.training import evaluate
+from utils.training import History, evaluate
 from utils.vit import ViTConfig
-from utils.weights import load_trained, shipped_models
+from utils.weights import CHECKPOINT_DIR, load_trained, shipped_models
 
 
 @pytest.mark.reproduction
@@ -63,7 +64,7 @@ def quick_recipe(monkeypatch):
 
 def test_main_trains_and_writes_what_load_trained_reads(quick_recipe, tmp_path, capsys):
     main(["quick", "--checkpoint-dir", str(tmp_path)])
-    assert re.fullmatch(r"quick: test accuracy 0\.\d{4} after 11 steps, \d+ s\n", capsys.readouterr().out)
+    assert re.fullmatch(r"quick: test accuracy 0\.\d{4} after 11 steps, \d+ s; written\n", capsys.readouterr().out)
     model, info = load_trained("quick", checkpoint_dir=tmp_path)
     assert model.config == quick_recipe[1]
     assert info["pos_embed_snapshots"]["steps"] == [0, 5, 10, 11]
@@ -92,3 +93,95 @@ def test_make_checkpoints_runs_this_script():
     makefile = (ROOT / "Makefile").read_text()
     recipe = re.search(r"^checkpoints:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
     assert recipe and "tools/train_checkpoints.py" in recipe[1]
+
+
+# ---- a file that is there is compared, kept, or replaced with --force and a backup ----------------
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """fit skipped: the model keeps its initial weights, as a run on another machine would differ (minutes later)."""
+    monkeypatch.setattr(train_checkpoints, "fit", lambda model, train, *args, **kwargs: History(step=[1]))
+
+
+@pytest.fixture
+def shipped_digits(tmp_path):
+    """A copy of the shipped digits.pt in tmp_path, and its bytes."""
+    shutil.copy(CHECKPOINT_DIR / "digits.pt", tmp_path / "digits.pt")
+    return (tmp_path / "digits.pt").read_bytes()
+
+
+def test_a_checkpoint_that_differs_is_left_as_it_was_without_force(no_training, shipped_digits, tmp_path, capsys):
+    """D2: main(['digits']) replaced utils/checkpoints/digits.pt at once, no prompt, no backup."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["digits", "--checkpoint-dir", str(tmp_path)])
+    assert stopped.value.code == 1
+    err = capsys.readouterr().err
+    shipped = load_trained("digits")[1]["test_accuracy"]
+    assert re.search(
+        rf"digits\.pt exists and differs from this run \(test accuracy {shipped:.4f} in the file, 0\.\d{{4}} in this "
+        r"run; weights differ by up to [\d.e+-]+\): use --force to replace it \(the old file is then kept as "
+        r"digits\.pt\.bak\)",
+        err,
+    ), err
+    assert "rerun with --force" in err
+    assert (tmp_path / "digits.pt").read_bytes() == shipped_digits
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["digits.pt"]
+
+
+def test_force_replaces_a_checkpoint_that_differs_and_keeps_a_backup(no_training, shipped_digits, tmp_path, capsys):
+    main(["digits", "--checkpoint-dir", str(tmp_path), "--force"])
+    assert re.search(r"digits: .*; replaced; the old file is kept as .*digits\.pt\.bak\n", capsys.readouterr().out)
+    assert (tmp_path / "digits.pt.bak").read_bytes() == shipped_digits
+    model, info = load_trained("digits", tmp_path)
+    assert info["pos_embed_snapshots"]["steps"] == [] and info["test_accuracy"] < 0.5  # the untrained run
+    assert not torch.equal(model.pos_embed, load_trained("digits")[0].pos_embed)
+
+
+def test_a_rerun_that_gives_the_same_checkpoint_leaves_the_file_untouched(quick_recipe, tmp_path, capsys):
+    main(["quick", "--checkpoint-dir", str(tmp_path)])
+    path = tmp_path / "quick.pt"
+    before = path.stat().st_mtime_ns, path.read_bytes()
+    main(["quick", "--checkpoint-dir", str(tmp_path), "--force"])
+    assert capsys.readouterr().out.splitlines()[-1].endswith("; the file there holds this very run: left as it was")
+    assert (path.stat().st_mtime_ns, path.read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quick.pt"]  # no backup of an identical file
+
+
+@pytest.fixture
+def no_fit(monkeypatch):
+    """fit fails the test: what is checked before training must stop the run before it."""
+    monkeypatch.setattr(train_checkpoints, "fit", lambda *args, **kwargs: pytest.fail("trained before checking"))
+
+
+def test_a_checkpoint_dir_that_is_a_file_stops_the_run_before_training(no_fit, tmp_path, capsys):
+    """Obscure: --checkpoint-dir a_file failed with FileExistsError only after the training."""
+    (tmp_path / "a_file").write_text("notes")
+    for folder, says in [
+        (tmp_path / "a_file", r"checkpoint folder .*a_file is not a folder: name a folder"),
+        (tmp_path / "a_file" / "sub", r"checkpoint folder .*sub is not a folder \(it lies in .*a_file, a file\)"),
+    ]:
+        with pytest.raises(SystemExit) as stopped:
+            main(["digits", "--checkpoint-dir", str(folder)])
+        assert stopped.value.code == 2
+        assert re.search(says, capsys.readouterr().err)
+        with pytest.raises(ValueError, match=says):
+            train_shipped("digits", checkpoint_dir=folder)
+
+
+def test_a_checkpoint_that_is_a_link_or_a_folder_stops_the_run_before_training(no_fit, tmp_path, capsys):
+    (tmp_path / "digits.pt").symlink_to(CHECKPOINT_DIR / "digits.pt")
+    (tmp_path / "relational.pt").mkdir()
+    for name, kind in [("digits", "a symbolic link"), ("relational", "a folder")]:
+        with pytest.raises(SystemExit):
+            main([name, "--checkpoint-dir", str(tmp_path), "--force"])
+        assert f"{name}.pt is {kind}, not a checkpoint file" in capsys.readouterr().err
+
+
+def test_help_only_prints_and_an_unknown_flag_is_an_error(no_fit, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["--help"])
+    assert stopped.value.code == 0 and "--force" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stopped:
+        main(["digits", "--forse"])
+    assert stopped.value.code == 2 and "unrecognized arguments: --forse" in capsys.readouterr().err

@@ -1,10 +1,13 @@
 """utils.weights: reading weight files, the cache of the downloaded ViT-B/16, and the tiny ViTs
 shipped in utils/checkpoints (safe to load, in eval mode, holding position snapshots)."""
 
+import io
 import json
 import pickle
 import re
+import shutil
 import struct
+import zipfile
 
 import pytest
 import torch
@@ -324,3 +327,236 @@ def test_load_trained_says_when_a_checkpoint_is_broken(tmp_path):
     torch.save({"w": torch.ones(2)}, tmp_path / "plain.pt")
     with pytest.raises(ValueError, match="no checkpoint written by save_trained"):
         load_trained("plain", checkpoint_dir=tmp_path)
+
+
+# ---- files forged to exhaust memory or the parser: refused from their own numbers, before reading --
+
+
+def forged_torch_file(path, edit_pickle=None, compressed_zeros: int = 0) -> None:
+    """torch.save({"w": torch.zeros(4)}) re-zipped: data.pkl changed by `edit_pickle`; with
+    `compressed_zeros`, the pickle's storage and size say that many floats and data/0 holds them,
+    deflated (a few kB on disk for MBs unpacked)."""
+    buffer = io.BytesIO()
+    torch.save({"w": torch.zeros(4)}, buffer)
+    source = zipfile.ZipFile(buffer)
+    with zipfile.ZipFile(path, "w") as out:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename.endswith("data.pkl"):
+                if compressed_zeros:  # the storage's numel after "cpu", then the size (4,)
+                    count = b"J" + compressed_zeros.to_bytes(4, "little")
+                    i = data.index(b"cpu") + 3
+                    i += 2 if data[i : i + 1] == b"q" else 0
+                    data = data[:i] + count + data[i + 2 :]
+                    j = data.index(b"K\x04\x85", i)
+                    data = data[:j] + count + data[j + 2 :]
+                out.writestr(info.filename, edit_pickle(data) if edit_pickle else data)
+            elif info.filename.endswith("data/0") and compressed_zeros:
+                record = zipfile.ZipInfo(info.filename)
+                record.compress_type = zipfile.ZIP_DEFLATED
+                with out.open(record, "w") as file:
+                    file.write(bytes(4 * compressed_zeros))
+            else:
+                out.writestr(info, data)
+
+
+def test_a_torch_file_that_unpacks_to_far_more_than_its_size_is_refused_before_unpacking(tmp_path, monkeypatch):
+    """C1: a zip bomb (here 2 ** 22 floats, 16.8 MB, deflated to a few kB) is refused from the zip's
+    table of contents; torch.load is never reached."""
+    path = tmp_path / "bomb.pt"
+    forged_torch_file(path, compressed_zeros=2**22)
+    assert path.stat().st_size < 100_000
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load unpacked the zip bomb"))
+    with pytest.raises(
+        ValueError,
+        match=r"bomb\.pt is not a file torch\.save wrote: its record archive/data/0 is compressed and unpacks to "
+        r"16\.8 MB from \d+\.\d kB on disk \(a zip bomb\?\); refused",
+    ):
+        load_checkpoint(path)
+
+
+def test_a_torch_file_zipped_again_with_compression_still_loads(tmp_path):
+    """What is refused is the ratio, not compression: random weights deflate to about their size."""
+    torch.manual_seed(0)
+    weights = {"w": torch.randn(1000)}
+    path = tmp_path / "model.pt"
+    torch.save(weights, path)
+    records = [(info.filename, zipfile.ZipFile(path).read(info)) for info in zipfile.ZipFile(path).infolist()]
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for name, data in records:
+            out.writestr(name, data)
+    assert torch.equal(load_checkpoint(path)["w"], weights["w"])
+
+
+def test_a_torch_file_of_views_that_repeat_a_few_numbers_is_refused(tmp_path):
+    """The same bomb without compression: 1.5 kB on disk, one float viewed 2 ** 27 times (stride 0),
+    which any copy or check (isfinite) would turn into 512 MB or more."""
+    path = tmp_path / "expanded.pt"
+    torch.save({"w": torch.zeros(1).expand(2**27)}, path)
+    with pytest.raises(
+        ValueError,
+        match=r"expanded\.pt is not a file torch\.save wrote from plain weights: a tensor of shape \(134217728,\) "
+        r"spans 536\.9 MB but holds 4 bytes of data, from 1\.\d kB on disk \(a view that repeats its numbers",
+    ):
+        load_checkpoint(path)
+
+
+def test_tensors_shared_many_times_are_counted_once_and_walked_once(tmp_path):
+    """A pickle may name one object many times: 2 ** 60 paths to the same tensor are one tensor."""
+    nested = [torch.ones(3)]
+    for _ in range(60):
+        nested = [nested, nested]
+    torch.save({"w": torch.ones(2), "nested": nested}, tmp_path / "shared.pt")
+    with pytest.raises(ValueError, match=r"entries that are no tensors: \{'nested': 'list'\}"):
+        load_checkpoint(tmp_path / "shared.pt")
+
+
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (lambda data: data.replace(b"cpuq\x06K\x04", b"cpuq\x06X\x01\x00\x00\x004"), "get_storage_from_record"),
+        (lambda data: data.replace(b"X\x01\x00\x00\x000q\x05", b"X\x01\x00\x00\x007q\x05"), "data/7"),
+    ],
+    ids=["numel-as-text", "missing-record"],
+)
+def test_a_torch_file_forged_inside_raises_a_value_error(tmp_path, edit, says):
+    """A pickle whose storage size is text makes torch raise a TypeError; a record that is not
+    there, a RuntimeError: both are a ValueError that names the file, as load_checkpoint promises."""
+    path = tmp_path / "forged.pt"
+    forged_torch_file(path, edit_pickle=edit)
+    with pytest.raises(ValueError, match=f"forged.pt is not a torch file.*{says}") as error:
+        load_checkpoint(path)
+    assert "\n" not in str(error.value)  # torch's list of overloads is left out
+
+
+@pytest.mark.parametrize(
+    "header, says",
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nests JSON lists or objects too deeply"),
+        (b'{"w": {"dtype": "F32", "shape": [' + b"9" * 5000 + b'], "data_offsets": [0, 4]}}', "is no valid JSON"),
+    ],
+    ids=["nested", "5000-digit-number"],
+)
+def test_a_safetensors_header_that_would_break_the_json_reader_is_refused(tmp_path, header, says):
+    path = tmp_path / "forged.safetensors"
+    path.write_bytes(safetensors_bytes(header, bytes(4)))
+    for read in (read_safetensors_header, load_checkpoint):
+        with pytest.raises(ValueError, match=f"forged.safetensors is not a safetensors file .*: its header {says}"):
+            read(path)
+
+
+# ---- save_trained writes the whole file or nothing ---------------------------------------------
+
+
+class Interrupt(torch.Tensor):
+    """Pickling it raises KeyboardInterrupt: a Ctrl-C, a kernel restart or a full disk mid-save."""
+
+    def __reduce_ex__(self, protocol):
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_save_leaves_the_old_checkpoint_whole(tmp_path):
+    """D1: torch.save straight into the file left 671 bytes of digits.pt behind."""
+    shutil.copy(CHECKPOINT_DIR / "digits.pt", tmp_path / "digits.pt")
+    before = (tmp_path / "digits.pt").read_bytes()
+    model, info = load_trained("digits", tmp_path)
+    snapshots = [(0, Interrupt(model.pos_embed.detach().clone()))]
+    with pytest.raises(KeyboardInterrupt):
+        save_trained(tmp_path / "digits.pt", model, info["test_accuracy"], info["classes"], snapshots)
+    assert (tmp_path / "digits.pt").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["digits.pt"]  # no scratch file left behind
+    load_trained("digits", tmp_path)
+
+
+def test_save_trained_names_the_archive_after_the_file_as_torch_save_does(tmp_path):
+    """Written under a scratch name, yet the bytes are those torch.save(checkpoint, path) writes."""
+    set_seed(0)
+    model = VisionTransformer(ViTConfig.tiny(depth=1, num_classes=2))
+    save_trained(tmp_path / "small.pt", model, 0.5, ["a", "b"], [])
+    assert {name.split("/")[0] for name in zipfile.ZipFile(tmp_path / "small.pt").namelist()} == {"small"}
+    (tmp_path / "direct").mkdir()
+    torch.save(torch.load(tmp_path / "small.pt", weights_only=True), tmp_path / "direct" / "small.pt")
+    assert (tmp_path / "small.pt").read_bytes() == (tmp_path / "direct" / "small.pt").read_bytes()
+
+
+def test_save_trained_refuses_weights_holding_nan(tmp_path):
+    model = VisionTransformer(ViTConfig.tiny(depth=1, num_classes=2))
+    with torch.no_grad():
+        model.head.bias[0] = float("nan")
+    with pytest.raises(ValueError, match=r"1 tensor of the model holds NaN or infinity \(head\.bias\): a run that"):
+        save_trained(tmp_path / "m.pt", model, 0.5, ["a", "b"], [])
+    assert not (tmp_path / "m.pt").exists()
+
+
+# ---- load_trained refuses a checkpoint that does not read as the model it names -----------------
+
+
+def edited_digits(tmp_path, edit) -> None:
+    """A copy of the shipped digits.pt in tmp_path, its checkpoint dict changed by `edit`."""
+    checkpoint = torch.load(CHECKPOINT_DIR / "digits.pt", weights_only=True)
+    edit(checkpoint)
+    torch.save(checkpoint, tmp_path / "digits.pt")
+
+
+def test_load_trained_refuses_weights_holding_nan_or_infinity(tmp_path):
+    """S13: NaN weights loaded without a word, and the model gave NaN logits."""
+
+    def poison(checkpoint):
+        checkpoint["state_dict"]["blocks.0.norm1.weight"][3] = float("nan")
+        checkpoint["pos_embed_snapshots"]["tables"][2][0, 0, 0] = float("inf")
+
+    edited_digits(tmp_path, poison)
+    with pytest.raises(
+        ValueError,
+        match=r"2 tensors of .*digits\.pt hold NaN or infinity \(blocks\.0\.norm1\.weight, "
+        r"pos_embed_snapshots\.tables\.2\): a corrupt file\? restore it with git checkout, or .*make checkpoints",
+    ):
+        load_trained("digits", tmp_path)
+
+
+def test_load_trained_refuses_class_names_that_do_not_match_the_outputs(tmp_path):
+    """S14: 3 names for 10 outputs loaded; save_trained refuses to write it."""
+    edited_digits(tmp_path, lambda checkpoint: checkpoint.update(classes=["0", "1", "2"]))
+    with pytest.raises(
+        ValueError, match=r"digits\.pt names 3 classes for a model of 10 outputs: it was edited or written by another"
+    ):
+        load_trained("digits", tmp_path)
+    edited_digits(tmp_path, lambda checkpoint: checkpoint.pop("classes"))
+    with pytest.raises(ValueError, match=r"names classes None \(NoneType\) for a model of 10 outputs"):
+        load_trained("digits", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (lambda config: config.update(foo=1), r"\(unknown field 'foo'\)"),
+        (lambda config: config.pop("image_size"), r"\(missing image_size\)"),
+        (
+            lambda config: (config.update(foo=1, bar=2), config.pop("depth")),
+            r"\(unknown fields 'foo', 'bar'; missing depth\)",
+        ),
+    ],
+    ids=["unknown", "missing", "both"],
+)
+def test_load_trained_names_the_config_fields_of_another_version(tmp_path, edit, says):
+    """Obscure 11: TypeError: ViTConfig.__init__() got an unexpected keyword argument / KeyError."""
+    edited_digits(tmp_path, lambda checkpoint: edit(checkpoint["config"]))
+    with pytest.raises(ValueError, match=r"digits\.pt was written for another version of ViTConfig " + says) as error:
+        load_trained("digits", tmp_path)
+    assert str(error.value).endswith("restore it with git checkout, or train it again with make checkpoints")
+
+
+def test_a_checkpoint_from_before_the_later_options_loads_with_them_off(tmp_path):
+    """fc_norm and norm_pre came after the shipped files: a file without them is the model without them."""
+    edited_digits(tmp_path, lambda checkpoint: [checkpoint["config"].pop(f, None) for f in ("fc_norm", "norm_pre")])
+    model, _ = load_trained("digits", tmp_path)
+    assert model.config == load_trained("digits")[0].config and not model.config.fc_norm
+
+
+def test_load_trained_names_weights_that_do_not_fit_the_config(tmp_path):
+    edited_digits(tmp_path, lambda checkpoint: checkpoint["config"].update(mlp_ratio=3.0))
+    with pytest.raises(ValueError, match=r"digits\.pt: its weights do not fit its config \(checkpoint does not fit"):
+        load_trained("digits", tmp_path)
+    edited_digits(tmp_path, lambda checkpoint: checkpoint["config"].update(num_heads=5))
+    with pytest.raises(ValueError, match=r"digits\.pt holds a config ViTConfig refuses \(.*num_heads"):
+        load_trained("digits", tmp_path)

@@ -245,6 +245,13 @@ def test_position_explorer_steps_through_training_snapshots(tables):
     assert "step 10" in explorer.fig._suptitle.get_text()
 
 
+def test_position_explorer_takes_steps_as_numpy_or_torch_integers(tables):
+    named, snapshots = tables
+    for steps in (np.array([0, 10, 20]), torch.tensor([0, 10, 20])):
+        explorer = PositionSimilarityExplorer(named, (3, 4), snapshots={**snapshots, "steps": steps})
+        assert list(explorer.step.options) == [0, 10, 20] and all(type(step) is int for step in explorer.step.options)
+
+
 def test_position_explorer_refuses_a_table_of_another_grid(tables):
     named, snapshots = tables
     with pytest.raises(ValueError, match=r"table 'learned': expected 1 \+ 4 x 4 = 17 entries, got shape \(1, 13, 16\)"):
@@ -310,6 +317,20 @@ def test_attention_explorer_refuses_inputs_that_do_not_fit_the_model(vit):
         AttentionExplorer(model, images, preprocess="normalize")
 
 
+def test_attention_explorer_refuses_images_holding_nan_and_a_preprocess_that_resizes(vit):
+    model, images, _, _ = vit
+    broken = images.clone()
+    broken[1, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"of finite values, image 1 holds NaN or infinity \(1 of 3 images do\)"):
+        AttentionExplorer(model, broken)
+    H, W = images.shape[-2:]
+    bigger = lambda x: torch.nn.functional.interpolate(x, size=(H * 2, W * 2))  # noqa: E731
+    with pytest.raises(ValueError, match=rf"preprocess turned image 0 of shape \(1, 3, {H}, {W}\) into shape"):
+        AttentionExplorer(model, images, preprocess=bigger)
+    with pytest.raises(ValueError, match="preprocess turned image 0 into values holding NaN"):
+        AttentionExplorer(model, images, preprocess=lambda x: x / 0 * 0)
+
+
 def test_attention_explorer_names_the_class_of_every_image_it_can_show(vit):
     model, images, logits, _ = vit
     explorer = AttentionExplorer(model, images, torch.tensor([2, 1, 0]), ["cat", "dog", "eel"])
@@ -330,6 +351,8 @@ def test_position_explorer_refuses_snapshots_and_tables_that_do_not_match(tables
         PositionSimilarityExplorer({"batch": torch.randn(2, 13, 16)}, (3, 4))
     with pytest.raises(ValueError, match="distinct training steps"):
         PositionSimilarityExplorer(named, (3, 4), snapshots={"steps": [0, 0], "tables": snapshots["tables"][:2]})
+    with pytest.raises(ValueError, match=r"snapshots\['steps'\]\[1\] must be a whole number"):
+        PositionSimilarityExplorer(named, (3, 4), snapshots={"steps": [0, 1.5], "tables": snapshots["tables"][:2]})
     with pytest.raises(ValueError, match=r"expected snapshots \{'steps'"):
         PositionSimilarityExplorer(named, (3, 4), snapshots={"steps": [0]})
     with pytest.raises(ValueError, match="grid_size must be a whole number"):

@@ -9,10 +9,12 @@ All does (so the server relays every output), then reads each process's peak res
 `make measure` runs it on every lesson and writes the README's table.
 
 Run: python tools/binder_memory.py [--readme] [notebook ...]   (default: every lesson)
+  --readme  write the README's table (its rows for the lessons run), unless a lesson is over the budget
 The sum of the two peaks is an upper bound on the container's: the two need not peak at the same
 moment, and pages the two processes share count twice.
 """
 
+import argparse
 import asyncio
 import datetime
 import json
@@ -27,11 +29,13 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: tools.notebook_budget holds the budget
-from tools.notebook_budget import BINDER_MB, BUDGET_MB, SERVER_MB  # noqa: E402
+from tools.notebook_budget import BINDER_MB, BUDGET_MB, SERVER_MB, check_markers, check_readme, notebooks  # noqa: E402
 
+README = ROOT / "README.md"  # its table between START and END is this tool's
 START, END = "<!-- binder-memory:start -->", "<!-- binder-memory:end -->"
 TOKEN = uuid.uuid4().hex
 
@@ -114,50 +118,78 @@ def request(url: str, method: str = "GET", body: dict | None = None) -> dict | b
 
 def measure(notebook: Path) -> dict[str, float]:
     """Peak resident MB of the server, of the lesson's kernel, and of the two together; a cell's
-    error stops the run (RuntimeError naming the cell)."""
+    error stops the run (RuntimeError naming the cell). The server's home is removed afterwards,
+    also after an error or a Ctrl-C."""
     if not notebook.resolve().is_relative_to(ROOT):
         raise ValueError(f"{notebook} is outside the repository, which the server serves: copy it under {ROOT}")
-    port, home = free_port(), Path(tempfile.mkdtemp())
+    with tempfile.TemporaryDirectory(prefix="binder-memory-", ignore_cleanup_errors=True) as scratch:
+        home = Path(scratch)
+        with (home / "server.log").open("w") as log:
+            server, url = start_server(home, log)
+            try:
+                peaks = run_lesson(url, server.pid, notebook)
+            finally:
+                stop(server)
+    return peaks | {"sum": peaks["server"] + peaks["kernel"]}
+
+
+def start_server(home: Path, log: TextIO) -> tuple[subprocess.Popen, str]:
+    """JupyterLab on a free loopback port, as `make lab` starts it, its workspaces in `home`; the
+    process and its address."""
     bin_dir = Path(sys.executable).parent
+    port = free_port()
+    command = [
+        bin_dir / "jupyter",
+        "lab",
+        "--no-browser",
+        f"--port={port}",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.root_dir={ROOT}",
+        f"--IdentityProvider.token={TOKEN}",
+        f"--LabApp.workspaces_dir={home}",
+        "--allow-root",
+    ]
     server = subprocess.Popen(
-        [
-            bin_dir / "jupyter",
-            "lab",
-            "--no-browser",
-            f"--port={port}",
-            "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.root_dir={ROOT}",
-            f"--IdentityProvider.token={TOKEN}",
-            f"--LabApp.workspaces_dir={home}",
-            "--allow-root",
-        ],
-        stdout=(home / "server.log").open("w"),
+        command,
+        stdout=log,
         stderr=subprocess.STDOUT,
         env=dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}"),
-        start_new_session=True,
+        start_new_session=True,  # its own process group, which stop() ends
     )
-    url = f"http://127.0.0.1:{port}"
+    return server, f"http://127.0.0.1:{port}"
+
+
+def run_lesson(url: str, server_pid: int, notebook: Path) -> dict[str, float]:
+    """Once the server answers: open a session on the lesson, run its code cells through the server,
+    then read the server's and the kernel's peaks (both still running)."""
+    for _ in range(180):
+        try:
+            request(f"{url}/api/status?token={TOKEN}")
+            break
+        except OSError:
+            time.sleep(0.5)
+    request(f"{url}/lab?token={TOKEN}")  # the page and its settings, as a browser loads them
+    path = notebook.resolve().relative_to(ROOT).as_posix()
+    body = {"path": path, "type": "notebook", "name": notebook.name, "kernel": {"name": "python3"}}
+    kernel_id = request(f"{url}/api/sessions?token={TOKEN}", "POST", body)["kernel"]["id"]
+    kernel = kernel_pid(kernel_id)
+    cells = [
+        "".join(cell["source"]) for cell in json.loads(notebook.read_text())["cells"] if cell["cell_type"] == "code"
+    ]
+    asyncio.run(run_cells(url, kernel_id, cells))
+    return {"server": peak_mb(server_pid), "kernel": peak_mb(kernel)}
+
+
+def stop(server: subprocess.Popen) -> None:
+    """End the server's process group: politely, then for good after 30 s."""
     try:
-        for _ in range(180):
-            try:
-                request(f"{url}/api/status?token={TOKEN}")
-                break
-            except OSError:
-                time.sleep(0.5)
-        request(f"{url}/lab?token={TOKEN}")  # the page and its settings, as a browser loads them
-        path = notebook.resolve().relative_to(ROOT).as_posix()
-        body = {"path": path, "type": "notebook", "name": notebook.name, "kernel": {"name": "python3"}}
-        kernel_id = request(f"{url}/api/sessions?token={TOKEN}", "POST", body)["kernel"]["id"]
-        kernel = kernel_pid(kernel_id)
-        cells = [
-            "".join(cell["source"]) for cell in json.loads(notebook.read_text())["cells"] if cell["cell_type"] == "code"
-        ]
-        asyncio.run(run_cells(url, kernel_id, cells))
-        peaks = {"server": peak_mb(server.pid), "kernel": peak_mb(kernel)}  # both still running
-    finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
-    return peaks | {"sum": peaks["server"] + peaks["kernel"]}
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    except ProcessLookupError:  # already gone
+        server.wait()
 
 
 HEADER = ["| notebook | server | kernel | together |", "|---|---:|---:|---:|"]
@@ -194,7 +226,15 @@ def over_budget(results: dict[str, dict[str, float]]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(a) for a in argv if not a.startswith("--")] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument("notebooks", nargs="*", type=Path, help="the lessons to run (default: every lesson)")
+    parser.add_argument("--readme", action="store_true", help="write the README's table (when every lesson fits)")
+    args = parser.parse_args(argv)
+    paths = notebooks(parser, args.notebooks)
+    if outside := [str(path) for path in paths if not path.resolve().is_relative_to(ROOT)]:
+        parser.error(f"outside the repository, which the server serves: {', '.join(outside)}; copy them under {ROOT}")
+    if args.readme:
+        check_readme(parser, README, START, END)  # checked before a run of minutes
     results = {}
     for path in paths:
         results[path.name] = peaks = measure(path)
@@ -204,13 +244,8 @@ def main(argv: list[str]) -> int:
             flush=True,
         )
     over = over_budget(results)
-    if "--readme" in argv and not over:
-        readme = ROOT / "README.md"
-        text = readme.read_text()
-        rows = readme_rows(text) | results  # the lessons not measured now keep their rows
-        readme.write_text(
-            re.sub(f"{re.escape(START)}.*?{re.escape(END)}", f"{START}\n{table(rows)}\n{END}", text, flags=re.S)
-        )
+    if args.readme and not over:
+        write_readme(results)
     if over:
         print(
             f"over the budget ({BUDGET_MB} MB together, {SERVER_MB} MB for the server): {', '.join(over)}",
@@ -218,6 +253,17 @@ def main(argv: list[str]) -> int:
         )
         return 1
     return 0
+
+
+def write_readme(results: dict[str, dict[str, float]]) -> None:
+    """Replace the README's table with one of `results`; the lessons not measured now keep their rows."""
+    from utils.files import write_text_atomically  # here, not at the top: utils imports torch
+
+    text = README.read_text(encoding="utf-8")
+    check_markers(text, START, END)
+    head, rest = text.split(START)
+    tail = rest.split(END)[1]
+    write_text_atomically(README, f"{head}{START}\n{table(readme_rows(text) | results)}\n{END}{tail}")
 
 
 if __name__ == "__main__":

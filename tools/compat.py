@@ -17,6 +17,7 @@ Python 3.11 only: the one CPU build of torch on the course's machines is for 3.1
 pull a multi-GB CUDA build).
 """
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -30,7 +31,7 @@ from typing import TextIO
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = {path.stem: path for path in sorted((ROOT / "compat").glob("*.txt"))}
 TOOLS = ["pytest", "pyyaml", "nbclient", "nbformat"]  # to run the library tests and the lessons
-FAST_TESTS = "not notebook and not browser and not slow"
+FAST_TESTS = "not notebook and not browser and not slow and not timm"
 # Imported at the start of every Python process of the Colab stack's kernel, as Colab's kernel does.
 COLAB_SITECUSTOMIZE = "import google.colab  # the lane's stand-in for Colab's own module\n"
 
@@ -140,11 +141,11 @@ def lane(stack: str) -> tuple[list[str], list[bool], str]:
 
 
 def main(argv: list[str]) -> int:
-    stacks = argv or list(STACKS)
-    unknown = [name for name in stacks if name not in STACKS]
-    if unknown:
-        print(f"unknown stack {', '.join(unknown)}; the stacks are {', '.join(STACKS)} (compat/*.txt)")
-        return 2
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument("stacks", nargs="*", metavar="stack", help=f"of {', '.join(STACKS)} (default: all)")
+    stacks = list(dict.fromkeys(parser.parse_args(argv).stacks)) or list(STACKS)  # a stack named twice runs once
+    if unknown := [name for name in stacks if name not in STACKS]:
+        parser.error(f"unknown stack {', '.join(unknown)}; the stacks are {', '.join(STACKS)} (compat/*.txt)")
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=len(stacks)) as pool:  # side by side
         lanes = list(pool.map(lane, stacks))

@@ -8,6 +8,7 @@ Run: python tools/launch_links.py [--check] [notebook ...]
 After a change of address or version, run it without --check and commit the lessons.
 """
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -15,6 +16,9 @@ import nbformat
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: tools.notebook_budget reads the command line's lessons
+from tools.notebook_budget import notebooks  # noqa: E402
+
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 ADDRESS = PROJECT["urls"]["Repository"]  # https://github.com/<owner>/<repository>
 OWNER_REPO = ADDRESS.removeprefix("https://github.com/")
@@ -87,7 +91,7 @@ def is_colab_cell(cell) -> bool:
 def with_launch_links(notebook, name: str):
     """The notebook with its badge line (second line of the title cell) and its Colab cell (the
     first code cell, collapsed in Colab and JupyterLab) as this release's; other cells untouched."""
-    title = notebook.cells[0]
+    title = notebook.cells[0] if notebook.cells else nbformat.v4.new_code_cell()
     if title.cell_type != "markdown" or not title.source.startswith("# "):
         raise ValueError(f"{name}: the first cell must be the lesson's Markdown title (# ...)")
     heading, _, rest = title.source.partition("\n")
@@ -97,7 +101,9 @@ def with_launch_links(notebook, name: str):
     title.source = f"{heading}\n\n{badges(name)}\n\n{rest}"
     cell = next((c for c in notebook.cells if is_colab_cell(c)), None)
     if cell is None:
-        first_code = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "code")
+        first_code = next((i for i, c in enumerate(notebook.cells) if c.cell_type == "code"), None)
+        if first_code is None:
+            raise ValueError(f"{name}: no code cell; the Colab cell goes before a lesson's first one (its setup cell)")
         cell = nbformat.v4.new_code_cell()
         notebook.cells.insert(first_code, cell)
     cell.source = colab_cell_source()
@@ -106,22 +112,40 @@ def with_launch_links(notebook, name: str):
     return notebook
 
 
+def read_lesson(text: str, name: str) -> nbformat.NotebookNode:
+    """The notebook in `text`; a ValueError naming the file `name` when it is not one."""
+    try:
+        return nbformat.reads(text, as_version=4)
+    except nbformat.reader.NotJSONError:
+        raise ValueError(f"{name} is not a notebook (not valid JSON): restore it, e.g. git checkout it") from None
+
+
 def main(argv: list[str]) -> int:
-    check = "--check" in argv
-    paths = [Path(a) for a in argv if not a.startswith("--")] or sorted((ROOT / "notebooks").glob("*.ipynb"))
-    stale = []
-    for path in paths:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument("notebooks", nargs="*", type=Path, help="the lessons (default: every lesson)")
+    parser.add_argument("--check", action="store_true", help="change nothing; list the lessons out of date (exit 1)")
+    args = parser.parse_args(argv)
+    updated = {}  # every lesson is made first: a broken one stops the run before anything is written
+    for path in notebooks(parser, args.notebooks):
         before = path.read_text(encoding="utf-8")
-        notebook = with_launch_links(nbformat.reads(before, as_version=4), path.name)
+        try:
+            notebook = with_launch_links(read_lesson(before, path.name), path.name)
+        except ValueError as error:
+            print(f"nothing written: {error}", file=sys.stderr)
+            return 1
         after = nbformat.writes(notebook) + "\n"
         if after != before:
-            stale.append(path.name)
-            if not check:
-                path.write_text(after, encoding="utf-8")
-    if check and stale:
+            updated[path] = after
+    stale = [path.name for path in updated]
+    if args.check and stale:
         print("launch badges or Colab cell out of date (run python tools/launch_links.py):", ", ".join(stale))
         return 1
-    print(("would update: " if check else "updated: ") + (", ".join(stale) or "nothing"))
+    if not args.check:
+        from utils.files import write_text_atomically  # here, not at the top: utils imports torch
+
+        for path, after in updated.items():
+            write_text_atomically(path, after)
+    print(("would update: " if args.check else "updated: ") + (", ".join(stale) or "nothing"))
     return 0
 
 

@@ -12,12 +12,14 @@ Run: python tools/notebook_budget.py [--readme] [--write] [notebook ...]
 Peak memory is the kernel process's high-water mark (VmHWM in /proc, Linux only).
 """
 
+import argparse
 import os
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"  # its table between START and END is this tool's
 BINDER_MB = 1024  # Binder's guaranteed memory for the whole container (kubespawner's "1G")
 BUDGET_MB = 800  # a lesson's server and kernel together: a fifth of Binder's left for a cell run twice
 SERVER_MB = 100  # what the Jupyter server may hold meanwhile (tools/binder_memory.py checks it)
@@ -25,16 +27,26 @@ KERNEL_LIMIT_MB = BUDGET_MB - SERVER_MB  # a lesson's kernel alone: nbval's gate
 START, END = "<!-- budget:start -->", "<!-- budget:end -->"
 
 
-def peak_rss_mb(pid: int) -> float | None:
-    """The most resident memory process `pid` has used so far, in MB (None off Linux)."""
+def _status_mb(pid: int, field: str) -> float | None:
+    """A memory field ("VmHWM", "VmRSS") of /proc/<pid>/status in MB; None off Linux or without it."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
     for line in status.splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024  # kB -> MB
     return None
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The most resident memory process `pid` has used so far, in MB (None off Linux)."""
+    return _status_mb(pid, "VmHWM")
+
+
+def resident_mb(pid: int) -> float | None:
+    """The resident memory process `pid` holds now, in MB (None off Linux)."""
+    return _status_mb(pid, "VmRSS")
 
 
 def measure(path: Path, write: bool = False) -> tuple[float, float | None]:
@@ -57,7 +69,10 @@ def measure(path: Path, write: bool = False) -> tuple[float, float | None]:
     seconds = time.perf_counter() - start
     peak = None if None in peaks or not peaks else max(peaks)
     if write:
-        nbformat.write(notebook, path)
+        from utils.files import replacing  # here, not at the top: utils imports torch, which --help does not need
+
+        with replacing(path) as scratch:  # the whole executed notebook, or the old one
+            nbformat.write(notebook, scratch)
     return seconds, peak
 
 
@@ -73,8 +88,18 @@ def table(rows: list[tuple[str, float, float | None]]) -> str:
     return "\n".join(HEADER + [row(*entry) for entry in rows])
 
 
+def check_markers(text: str, start: str = START, end: str = END) -> None:
+    """Raise ValueError unless the README's text holds `start`, then `end`, once each: the table goes between."""
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise ValueError(
+            f"the README must hold the line {start} and then the line {end}, once each, around the table this "
+            f"tool writes; found {text.count(start)} and {text.count(end)}: put them back (git checkout README.md)"
+        )
+
+
 def update_readme(text: str, rows: list[tuple[str, float, float | None]]) -> str:
     """The README with the measured notebooks' rows replaced (or added), the others kept, in name order."""
+    check_markers(text)
     head, rest = text.split(START)
     old, tail = rest.split(END)
     lines = {line.split("`")[1]: line for line in old.splitlines() if line.startswith("| `")}
@@ -83,19 +108,41 @@ def update_readme(text: str, rows: list[tuple[str, float, float | None]]) -> str
     return f"{head}{START}\n{body}\n{END}{tail}"
 
 
+def notebooks(parser: argparse.ArgumentParser, paths: list[Path]) -> list[Path]:
+    """The notebooks named on the command line, or every lesson; a missing one is a usage error (exit 2)."""
+    if missing := [str(path) for path in paths if not path.is_file()]:
+        parser.error(f"no such notebook: {', '.join(missing)}")
+    return paths or sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def check_readme(parser: argparse.ArgumentParser, readme: Path, start: str = START, end: str = END) -> None:
+    """Check, before a run of minutes, that the README can take the table; a usage error (exit 2) if not."""
+    try:
+        check_markers(readme.read_text(encoding="utf-8"), start, end)
+    except (OSError, ValueError) as error:
+        parser.error(f"--readme: {error}")
+
+
 def main(argv: list[str]) -> int:
-    write_readme, write = "--readme" in argv, "--write" in argv
-    paths = [Path(a) for a in argv if not a.startswith("--")] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument("notebooks", nargs="*", type=Path, help="the lessons to run (default: every lesson)")
+    parser.add_argument("--readme", action="store_true", help="update those notebooks' rows of the README's table")
+    parser.add_argument("--write", action="store_true", help="save each executed notebook in place")
+    args = parser.parse_args(argv)
+    paths = notebooks(parser, args.notebooks)
+    if args.readme:
+        check_readme(parser, README)
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # this venv's kernel
     rows = []
     for path in paths:
-        seconds, peak = measure(path, write)
+        seconds, peak = measure(path, args.write)
         rows.append((path.name, seconds, peak))
         print(f"{path.name}: {seconds:.0f} s, peak {peak if peak is None else round(peak)} MB", flush=True)
     print(table(rows))
-    if write_readme:
-        readme = ROOT / "README.md"
-        readme.write_text(update_readme(readme.read_text(), rows))
+    if args.readme:
+        from utils.files import write_text_atomically
+
+        write_text_atomically(README, update_readme(README.read_text(encoding="utf-8"), rows))
     over = [name for name, _, peak in rows if peak is not None and peak > KERNEL_LIMIT_MB]
     if over:
         print(f"over a kernel's {KERNEL_LIMIT_MB} MB: {', '.join(over)}", file=sys.stderr)

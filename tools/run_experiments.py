@@ -8,7 +8,13 @@
 Every run trains on one CPU thread (fit's default) with a budget in steps, so the numbers do not
 depend on the machine's speed or core count; several runs go side by side, one per core. Lesson
 6's take about 25 minutes on 2 cores, lesson 9's about an hour (59 minutes here). The lessons read the files with
-utils.ablations.shipped_runs and utils.claims.shipped_runs.
+utils.ablations.shipped_runs and utils.claims.shipped_runs, which check the sha256 of the
+experiments that this script stores beside them.
+
+Before any training the output is checked: a name given twice, an output that is a folder, is not
+valid JSON, was changed by hand, holds another suite's results or experiments this suite would
+drop are refused. The file is written under its lock (results.json.lock) from the read to the
+replace, through a scratch file of its own, so two runs finishing together both keep their results.
 """
 
 import argparse
@@ -24,7 +30,17 @@ from functools import cache
 from pathlib import Path
 
 from utils import ablations, claims
-from utils.ablations import SEEDS, Experiment, environment, experiment_data
+from utils.ablations import (
+    CHECKSUM_KEY,
+    SEEDS,
+    Experiment,
+    environment,
+    experiment_data,
+    experiments_checksum,
+    read_results,
+    results_problem,
+)
+from utils.files import check_not_a_link, locked, write_text_atomically
 
 
 @dataclass(frozen=True)
@@ -36,6 +52,7 @@ class Suite:
     run: Callable[..., dict]  # run(name, seed, data) -> one run's dict
     results_file: Path
     command: str
+    holds: str  # what its results file holds, in words
 
 
 def _run_ablation(name: str, seed: int, data) -> dict:
@@ -50,6 +67,7 @@ SUITES = {
         _run_ablation,
         ablations.RESULTS_FILE,
         "make experiments (python tools/run_experiments.py)",
+        "lesson 6's results",
     ),
     "claims": Suite(
         claims.TRIALS,
@@ -57,6 +75,7 @@ SUITES = {
         claims.run_trial,
         claims.RESULTS_FILE,
         "make claims (python tools/run_experiments.py --suite claims)",
+        "lesson 9's results",
     ),
 }
 COMMAND = SUITES["experiments"].command
@@ -105,29 +124,68 @@ def _cost(experiment: Experiment) -> float:
     return per_model * per_data * max(tokens, 5) / 5
 
 
+def stored_results(path: Path, names: list[str], suite: str = "experiments") -> dict:
+    """The results at `path` that a run of `names` of `suite` merges into ({"experiments": {}} for a
+    new file, or for the suite's own file, damaged, when every experiment runs again).
+
+    Raises ValueError (before any training, in main) when writing there would lose something: a
+    folder or a link, a file that is not valid results or was changed by hand (utils.ablations.
+    read_results), another suite's results, or experiments this suite does not know (dropped).
+    """
+    chosen, path = SUITES[suite], Path(path)
+    check_not_a_link(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder: name a .json file")
+    folder = next(parent for parent in path.absolute().parents if parent.exists())  # the nearest that exists
+    if not folder.is_dir():
+        raise ValueError(f"{path} cannot be written: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{path} cannot be written: no permission to write in {folder}")
+    if not path.exists():
+        return {"experiments": {}}
+    try:
+        results = read_results(path)
+    except ValueError:
+        if path.resolve() == chosen.results_file.resolve() and set(names) >= set(chosen.recipes):
+            return {"experiments": {}}  # every experiment runs again: the damaged file is replaced whole
+        raise
+    lost = [name for name in results["experiments"] if name not in chosen.recipes]
+    listed = ", ".join(map(repr, lost[:3])) + (", ..." if len(lost) > 3 else "")
+    if results["produced_by"] != chosen.command:
+        owner = next((other for other in SUITES.values() if other.command == results["produced_by"]), None)
+        holds = f"{owner.holds} ({owner.command.split(' (')[0]})" if owner else repr(results["produced_by"])
+        harm = f"would delete {len(lost)} of its experiments" if lost else "would mix its runs into them"
+        raise ValueError(f"{path} holds {holds}; --suite {suite} {harm}: choose another --output")
+    if lost:
+        raise ValueError(
+            f"{path}: --suite {suite} would delete {len(lost)} of its experiments ({listed}), which it does not "
+            "know (renamed or removed?): choose another --output, or move the file away to start afresh"
+        )
+    return results
+
+
 def write(path: Path, runs: dict[str, list[dict]], suite: str = "experiments") -> dict:
-    """Merge `runs` into the results file at `path` (other experiments kept) and write it atomically."""
-    chosen = SUITES[suite]
-    results = {"experiments": {}}
-    if path.is_file():
-        with open(path, encoding="utf-8") as file:
-            results = json.load(file)
-    here = environment()
-    kept = [name for name in results["experiments"] if name not in runs and name in chosen.recipes]
-    if kept and results.get("cpu", here["cpu"]) != here["cpu"]:  # runs of two kinds of CPU in one file
-        here["cpu"] = f"mixed: {results['cpu']} and {here['cpu']}"
-    results.update({"produced_by": chosen.command, **here})
-    for name, found in runs.items():
-        results["experiments"][name] = {"recipe": chosen.recipes[name].as_dict(), "runs": found}
-    results["experiments"] = {
-        name: results["experiments"][name] for name in chosen.recipes if name in results["experiments"]
-    }  # today's experiments, in their order; a renamed or removed one is dropped
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_suffix(".json.partial")
-    with open(scratch, "w", encoding="utf-8") as file:
-        json.dump(results, file, indent=1)
-        file.write("\n")
-    os.replace(scratch, path)
+    """Merge `runs` into the results file at `path` (its other experiments kept) with the checksum of
+    its experiments; holds path's lock from the read to the replace, which is atomic."""
+    chosen, path = SUITES[suite], Path(path)
+    if unknown := [name for name in runs if name not in chosen.recipes]:
+        raise ValueError(f"no experiment {unknown[0]!r} in --suite {suite}; expected some of {list(chosen.recipes)}")
+    here = environment()  # before the lock: nothing but the read and the write happen under it
+    with locked(path):
+        results = stored_results(path, list(runs), suite)
+        kept = [name for name in results["experiments"] if name not in runs and name in chosen.recipes]
+        if kept and results.get("cpu", here["cpu"]) != here["cpu"]:  # runs of two kinds of CPU in one file
+            here["cpu"] = f"mixed: {results['cpu']} and {here['cpu']}"
+        results.update({"produced_by": chosen.command, **here})
+        for name, found in runs.items():
+            results["experiments"][name] = {"recipe": chosen.recipes[name].as_dict(), "runs": found}
+        results["experiments"] = {
+            name: results["experiments"][name] for name in chosen.recipes if name in results["experiments"]
+        }  # today's experiments, in their order
+        results[CHECKSUM_KEY] = experiments_checksum(results["experiments"])
+        if problem := results_problem(results):
+            raise ValueError(f"not writing {path}: {problem}")
+        write_text_atomically(path, json.dumps(results, indent=1) + "\n")
     return results
 
 
@@ -139,12 +197,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, default=None, help="the results file (default: the suite's)")
     args = parser.parse_args(argv)
     suite = SUITES[args.suite]
+    if twice := [name for i, name in enumerate(args.names) if name in args.names[:i]]:
+        parser.error(f"{twice[0]!r} given twice: each experiment runs once per seed")
     if unknown := [name for name in args.names if name not in suite.recipes]:
         parser.error(f"no experiment {', '.join(map(repr, unknown))}; expected some of {list(suite.recipes)}")
     if args.workers < 1:
         parser.error(f"--workers must be at least 1, got {args.workers}")
     names = args.names or list(suite.recipes)
     output = args.output or suite.results_file
+    try:
+        stored_results(output, names, args.suite)
+    except (ValueError, OSError) as error:
+        parser.error(f"{'--output ' if args.output else ''}{error}")
     start = time.perf_counter()
     runs = run_all(names, list(SEEDS), args.workers, suite=args.suite)
     write(output, runs, suite=args.suite)

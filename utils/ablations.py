@@ -6,17 +6,21 @@ utils/results/lesson6.json, so the lesson can print its live run beside five see
 - `EXPERIMENTS`: name -> `Experiment` (the data, the model, fit's options; budgets in steps).
 - `experiment_data(data)`: the train / validation / test split every experiment of that data uses.
 - `run_experiment(name, seeds, data)`: train and measure (utils.experiments.run_seeds).
-- `shipped_runs(name)`: the shipped runs of one experiment; `shipped_results()` the whole file.
+- `shipped_runs(name)`: the shipped runs of one experiment; `shipped_results()` the whole file,
+  checked once as it is read (`read_results`: JSON, every key, accuracies, the checksum that
+  tools/run_experiments.py stores, `experiments_checksum`) and read again when it changes on disk.
 - `agrees_with_shipped(name, run, data)`: does a live run agree with the shipped seeds? Exactly,
   on the kind of CPU that made the file; where another seed would land, on another kind.
 """
 
 import difflib
+import hashlib
 import json
+import math
 import platform
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
@@ -27,12 +31,29 @@ from torch import nn
 from utils.baselines import DeepCNN, SmallCNN
 from utils.data import RELATIONAL_TASKS, load_training_set, split_validation
 from utils.datasets import ImageDataset
-from utils.experiments import PREDICTION, compare, prediction_interval, run_seeds, spread
+from utils.experiments import PREDICTION, check_fraction, compare, prediction_interval, run_seeds, spread
 from utils.runtime import cpu_kind, release_memory
-from utils.validation import WrongTypeError, describe
+from utils.validation import WrongTypeError, check_flag, check_number, check_whole, describe
 from utils.vit import VisionTransformer, ViTConfig
 
+ROOT = Path(__file__).resolve().parent.parent  # the course's folder: paths in messages are shown from it
 RESULTS_FILE = Path(__file__).parent / "results" / "lesson6.json"
+CHECKSUM_KEY = "experiments_sha256"  # a results file's own key: experiments_checksum of its "experiments"
+# How a shipped results file (by name, in RESULTS_FILE's folder) is made again: command, duration.
+REMAKE = {"lesson6.json": ("make experiments", "about 25 minutes"), "lesson9.json": ("make claims", "about an hour")}
+# What every stored run holds (run_seeds' dict); lesson 9's runs hold more.
+RUN_KEYS = (
+    "seed",
+    "val_accuracy",
+    "test_accuracy",
+    "steps",
+    "epochs",
+    "seconds",
+    "steps_per_second",
+    "parameters",
+    "multiply_adds",
+)
+ACCURACIES = ("val_accuracy", "test_accuracy")  # fractions from 0 to 1
 SEEDS = tuple(range(5))  # the seeds `make experiments` runs; the lesson runs the first
 VALIDATION_FRACTION = 0.2  # of each training set, stratified, set aside to choose settings on
 SPLIT_SEED = 0  # which validation part: fixed, so that every experiment sees the same one
@@ -88,10 +109,15 @@ class Experiment:
     vit: Mapping = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.data not in DATA:
+        if not isinstance(self.data, str) or self.data not in DATA:
             raise ValueError(f"data must be one of {sorted(DATA)}, got {self.data!r}")
-        if self.model not in MODELS:
+        if not isinstance(self.model, str) or self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+        for name in ("fit", "vit"):
+            if not isinstance(getattr(self, name), Mapping):
+                raise WrongTypeError(
+                    f"{name} must be a dict of options, e.g. {{'steps': 600}}, got {describe(getattr(self, name))}"
+                )
         if self.vit and self.model != "vit":
             raise ValueError(f"vit options are for the ViT, got {dict(self.vit)} for a {self.model}")
         object.__setattr__(self, "fit", MappingProxyType(dict(self.fit)))  # read-only: shared by all
@@ -181,6 +207,14 @@ class Split(NamedTuple):
     test: ImageDataset
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Which data a part of a Split holds: experiment_data stores it on each part as `origin`."""
+
+    data: str  # the key of DATA
+    images: int  # how many images experiment_data gave this part
+
+
 def _check_name(name) -> Experiment:
     if not isinstance(name, str):
         raise WrongTypeError(f"name must be the name of an experiment (a str), got {describe(name)}")
@@ -209,7 +243,43 @@ def experiment_data(data: str) -> Split:
     release_memory()  # the images are drawn in fresh pages: first hand back what earlier work freed
     train, test = load_training_set(**DATA[data][0])
     train, val = split_validation(train, VALIDATION_FRACTION, seed=SPLIT_SEED)
+    for part in (train, val, test):
+        part.origin = Origin(data, len(part))  # so that another experiment's Split is refused
     return Split(train, val, test)
+
+
+def _classes_in_words(classes: list[str]) -> str:
+    return f"{classes[0]!r} to {classes[-1]!r}" if len(classes) > 3 else str(classes)
+
+
+def check_split(data, expected: str, name: str, verb: str = "is measured on") -> Split:
+    """`data` if it is the Split experiment_data(expected) returns: the same classes in every part,
+    and (when experiment_data made it) the same data and every image of each part; a ValueError
+    that names experiment `name` and what it `verb` ("trains on", "is measured on") otherwise."""
+    wanted = f"experiment_data({expected!r})"
+    if not isinstance(data, Split):
+        raise WrongTypeError(f"data must be the Split that {wanted} returns, got {describe(data)}")
+    said, classes = f"{name!r} {verb} {wanted}", _classes(expected)
+    for part_name, part in zip(Split._fields, data):
+        if not isinstance(part, ImageDataset):
+            raise WrongTypeError(f"data.{part_name} must be an ImageDataset from {wanted}, got {describe(part)}")
+        if part.classes != classes:
+            raise ValueError(
+                f"{said} (classes {_classes_in_words(classes)}), but data.{part_name} holds the classes "
+                f"{part.classes}: pass {wanted}"
+            )
+        origin = getattr(part, "origin", None)
+        if isinstance(origin, Origin) and origin.data != expected:
+            raise ValueError(
+                f"{said}, but data is the Split of experiment_data({origin.data!r}) (the same classes, other "
+                f"images): pass {wanted}"
+            )
+        if isinstance(origin, Origin) and len(part) != origin.images:
+            raise ValueError(
+                f"{said}, but data.{part_name} holds {len(part)} images, not the {origin.images} of {wanted}: "
+                "pass the whole Split"
+            )
+    return data
 
 
 def run_experiment(name: str, seeds: Iterable[int] = (0,), data: Split | None = None, progress: bool = False):
@@ -227,31 +297,153 @@ def run_experiment(name: str, seeds: Iterable[int] = (0,), data: Split | None = 
     experiment = _check_name(name)
     if data is None:
         data = experiment_data(experiment.data)
-    if not isinstance(data, Split):
-        raise WrongTypeError(
-            f"data must be the Split that experiment_data({experiment.data!r}) returns, got {describe(data)}"
-        )
-    expected = _classes(experiment.data)
-    if data.train.classes != expected:
-        raise ValueError(
-            f"{name!r} trains on {experiment.data!r}, but data holds the classes {data.train.classes}: "
-            f"pass experiment_data({experiment.data!r})"
-        )
+    check_split(data, experiment.data, name, "trains on")
     return run_seeds(experiment.build, data.train, data.val, data.test, seeds, progress=progress, **experiment.fit)
 
 
-@cache
-def _shipped(path: Path) -> dict:
+# ---- the shipped results -----------------------------------------------------------------------
+
+
+def experiments_checksum(experiments: Mapping) -> str:
+    """The sha256 (hex) of the canonical JSON of a results file's "experiments" (sorted keys, no
+    spaces): tools/run_experiments.py stores it under CHECKSUM_KEY, read_results compares."""
+    text = json.dumps(experiments, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _shown(path: Path) -> str:
+    """`path` as a message shows it: from the course's folder when inside it."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except (ValueError, OSError, RuntimeError):  # outside the folder, or a link that loops
+        return str(path)
+
+
+def _remake(path: Path) -> tuple[str, str] | None:
+    """(command, duration) that makes the shipped results file at `path` again; None for another file."""
+    shipped = path.resolve().parent == RESULTS_FILE.parent.resolve()
+    return REMAKE.get(path.name) if shipped else None
+
+
+def _fix(path: Path) -> str:
+    """How to get a good file at `path` back."""
+    remake = _remake(path)
+    if remake:
+        return f"restore it with git checkout {_shown(path)}, or run {remake[0]} ({remake[1]})"
+    return "remove it, or write it again with tools/run_experiments.py --output"
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _run_problem(run, index: int, name: str) -> str | None:
+    """What makes run `index` of experiment `name` no stored run, or None."""
+    if not isinstance(run, dict):
+        return f"run {index} of {name!r} is {describe(run)}, not a dict"
+    missing = [key for key in RUN_KEYS if key not in run]
+    if missing:
+        return f"run {index} of {name!r} has no {missing[0]!r} (expected {', '.join(RUN_KEYS)})"
+    seed = run["seed"]
+    if not _is_whole(seed):
+        return f"run {index} of {name!r} has seed {seed!r}, not a whole number"
+    for key in ACCURACIES:
+        if not (_is_real(run[key]) and 0 <= run[key] <= 1):
+            return f"seed {seed} of {name!r} has {key} {run[key]!r}; the file holds accuracies from 0 to 1"
+    for key in ("steps", "epochs", "parameters", "multiply_adds"):
+        if not _is_whole(run[key]):
+            return f"seed {seed} of {name!r} has {key} {run[key]!r}, not a whole number"
+    for key in ("seconds", "steps_per_second"):
+        if not _is_real(run[key]):
+            return f"seed {seed} of {name!r} has {key} {run[key]!r}, not a finite number"
+    return None
+
+
+def results_problem(results) -> str | None:
+    """What makes `results` (a results file's JSON) no results file, the first thing found, or None:
+    the keys produced_by, seeds and experiments; every experiment's recipe and runs; every run's
+    RUN_KEYS (accuracies from 0 to 1, whole numbers where they count) and distinct seeds."""
+    if not isinstance(results, dict):
+        return f"it holds {type(results).__name__}, not a dict of results"
+    missing = [key for key in ("produced_by", "seeds", "experiments") if key not in results]
+    if missing:
+        return f"it has no {missing[0]!r} (expected produced_by, seeds, experiments, ...)"
+    if not isinstance(results["seeds"], list) or not all(_is_whole(seed) for seed in results["seeds"]):
+        return f"its seeds are {results['seeds']!r}, not a list of whole numbers"
+    experiments = results["experiments"]
+    if not isinstance(experiments, dict) or not experiments:
+        return "its 'experiments' holds no experiment"
+    for name, entry in experiments.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("recipe"), dict) or "runs" not in entry:
+            return f"{name!r} is not a dict with a 'recipe' and its 'runs'"
+        runs = entry["runs"]
+        if not isinstance(runs, list) or not runs:
+            return f"{name!r} holds no runs"
+        seeds = set()
+        for index, run in enumerate(runs):
+            problem = _run_problem(run, index, name)
+            if problem:
+                return problem
+            if run["seed"] in seeds:
+                return f"{name!r} holds seed {run['seed']} twice"
+            seeds.add(run["seed"])
+    return None
+
+
+def read_results(path: str | Path) -> dict:
+    """The results file at `path`, checked as a whole: valid JSON, every key in place (results_problem),
+    the checksum of its experiments as tools/run_experiments.py wrote it. A ValueError that names the
+    file, what is wrong and how to restore it otherwise (FileNotFoundError when there is none)."""
+    path = Path(path)
+    shown, fix, remake = _shown(path), _fix(path), _remake(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no shipped results at {path}: `make experiments` writes them (about 25 minutes)")
-    with open(path, encoding="utf-8") as file:
-        return json.load(file)
+        if remake:
+            raise FileNotFoundError(f"no shipped results at {shown}: {remake[0]} writes them ({remake[1]})")
+        raise FileNotFoundError(
+            f"no results at {shown}: tools/run_experiments.py writes them (make experiments for lesson 6, "
+            "make claims for lesson 9)"
+        )
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{shown} is not a text file (not UTF-8), so no results: {fix}") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{shown} is not valid JSON (cut off or edited? {error.msg} at line {error.lineno}, column "
+            f"{error.colno}): {fix}"
+        ) from None
+    problem = results_problem(results)
+    if problem:
+        raise ValueError(f"{shown}: {problem}: it was edited or cut off; {fix}")
+    if CHECKSUM_KEY not in results:
+        raise ValueError(
+            f"{shown} holds no checksum ({CHECKSUM_KEY!r}): it was edited, or written by an older "
+            f"tools/run_experiments.py; {fix}"
+        )
+    if results[CHECKSUM_KEY] != experiments_checksum(results["experiments"]):
+        when = f"after {remake[0]} wrote it" if remake else "after it was written"
+        raise ValueError(f"{shown} was changed {when} (checksum differs): {fix}")
+    return results
+
+
+@lru_cache(maxsize=8)
+def _read_once(path: Path, modified_ns: int, size: int) -> dict:
+    return read_results(path)  # cached per version of the file: a rewritten file is read again
 
 
 def shipped_results(path: str | Path = RESULTS_FILE) -> dict:
-    """The shipped results: {"produced_by", "torch", "python", "threads", "seeds", "experiments":
-    {name: {"recipe": Experiment.as_dict(), "runs": [run_experiment's dicts]}}}."""
-    return _shipped(Path(path))
+    """The shipped results (read_results): {"produced_by", "torch", "python", "threads", "seeds",
+    "experiments": {name: {"recipe": Experiment.as_dict(), "runs": [run_experiment's dicts]}},
+    "experiments_sha256"}. Read once per version of the file (its time of change and size)."""
+    path = Path(path)
+    if not path.is_file():
+        return read_results(path)  # raises, saying how to make it
+    status = path.stat()
+    return _read_once(path, status.st_mtime_ns, status.st_size)
 
 
 def shipped_runs(name: str, path: str | Path = RESULTS_FILE) -> list[dict]:
@@ -277,12 +469,19 @@ def runs_of_recipe(path: str | Path, name: str, recipe: dict, command: str) -> l
     return results[name]["runs"]
 
 
+def values_of(runs: list[dict], name: str, key: str) -> list:
+    """The shipped `runs`' values of `key`, one per seed; a ValueError naming what experiment
+    `name`'s runs hold otherwise (lessons 6 and 9 share it)."""
+    if not isinstance(key, str):
+        raise WrongTypeError(f"key must be the name of a measurement, e.g. 'val_accuracy', got {describe(key)}")
+    if not all(key in run for run in runs):
+        raise ValueError(f"the shipped runs of {name!r} hold {sorted(runs[0])}, not {key!r}")
+    return [run[key] for run in runs]
+
+
 def shipped_values(name: str, key: str = "val_accuracy") -> list[float]:
     """One number per shipped seed, e.g. shipped_values("digits", "test_accuracy")."""
-    runs = shipped_runs(name)
-    if key not in runs[0]:
-        raise ValueError(f"the shipped runs hold {sorted(runs[0])}, not {key!r}")
-    return [run[key] for run in runs]
+    return values_of(shipped_runs(name), name, key)
 
 
 def made_here(path: str | Path = RESULTS_FILE) -> bool:
@@ -335,6 +534,12 @@ def agreement(value: float, stored: float, seeds: list[float], exact: bool, imag
     """Whether `value`, from a run made here, agrees with a shipped seed's `stored` number and the
     numbers of all shipped `seeds` (see Agreement). `images`: for an accuracy, how many images it
     was measured on (it is then shown as a percentage and widened by IMAGES_OF_SLACK images)."""
+    exact = check_flag(exact, "exact")
+    if images is not None:
+        images = check_whole(images, "images", meaning=" (how many images the accuracy was measured on)")
+        value, stored = check_fraction(value, "value"), check_fraction(stored, "stored")
+    else:
+        value, stored = check_number(value, "value"), check_number(stored, "stored")
     if exact:
         low = high = stored
     else:
@@ -347,26 +552,35 @@ def agreement(value: float, stored: float, seeds: list[float], exact: bool, imag
 def agrees_with_shipped(name: str, run: dict, data: Split, key: str = "val_accuracy") -> Agreement:
     """Whether a live run of experiment `name` (run_experiment's dict, with its seed) agrees with
     the shipped runs: exactly, if this kind of CPU made the file (made_here), else inside where one
-    more seed lands. `data`: the experiment's Split, whose sizes turn accuracies into images."""
-    return agreement_of_runs(shipped_runs(name), run, key, made_here(), data)
+    more seed lands. `data`: the experiment's Split (experiment_data), whose sizes turn accuracies
+    into images; another experiment's is refused."""
+    runs = shipped_runs(name)
+    check_split(data, _check_name(name).data, name)
+    return agreement_of_runs(runs, run, key, made_here(), data, name)
 
 
-def agreement_of_runs(runs: list[dict], run: dict, key: str, exact: bool, data: Split | None = None) -> Agreement:
+def agreement_of_runs(
+    runs: list[dict], run: dict, key: str, exact: bool, data: Split | None = None, name: str = "the experiment"
+) -> Agreement:
     """agrees_with_shipped for any list of shipped runs (lessons 6 and 9 share it); `data` is
-    needed for the accuracies ("val_accuracy", "test_accuracy")."""
+    needed for the accuracies ("val_accuracy", "test_accuracy"); `name`: whose runs they are."""
+    if not isinstance(key, str):
+        raise WrongTypeError(f"key must be the name of a measurement, e.g. 'val_accuracy', got {describe(key)}")
     if not isinstance(run, Mapping) or key not in run or "seed" not in run:
         raise ValueError(
             f"run must be a dict with 'seed' and {key!r}, as run_experiment returns it; got {describe(run)}"
         )
-    same_seed = [shipped for shipped in runs if shipped["seed"] == run["seed"]]
+    seed = check_whole(run["seed"], "run['seed']", minimum=0)
+    value = check_fraction(run[key], f"run[{key!r}]") if key in ACCURACIES else check_number(run[key], f"run[{key!r}]")
+    same_seed = [shipped for shipped in runs if shipped["seed"] == seed]
     if not same_seed:
-        raise ValueError(f"no shipped run has seed {run['seed']}; the shipped seeds: {[r['seed'] for r in runs]}")
+        raise ValueError(f"no shipped run has seed {seed}; the shipped seeds: {[r['seed'] for r in runs]}")
     images = None
-    if key in ("val_accuracy", "test_accuracy"):
+    if key in ACCURACIES:
         if not isinstance(data, Split):
             raise WrongTypeError(f"an accuracy needs the Split it was measured on as data, got {describe(data)}")
         images = len(data.val if key == "val_accuracy" else data.test)
-    return agreement(run[key], same_seed[0][key], [shipped[key] for shipped in runs], exact, images)
+    return agreement(value, same_seed[0][key], values_of(runs, name, key), exact, images)
 
 
 def versus(name_a: str, name_b: str, key: str = "val_accuracy", names: tuple[str, str] | None = None):
@@ -392,8 +606,14 @@ def results_table(
         key: "val_accuracy" (choices, ablations) or "test_accuracy" (final models).
         runs: name -> the shipped runs (lesson 9 passes utils.claims.shipped_runs).
     """
+    if not isinstance(labels, Mapping):
+        raise WrongTypeError(f"labels must be a dict {{experiment name: row label}}, got {describe(labels)}")
+    if not labels:
+        raise ValueError("labels must name at least one experiment, e.g. {'digits': 'tiny ViT'}, got an empty dict")
+    if not isinstance(live, Mapping):
+        raise WrongTypeError(f"live must be a dict {{experiment name: the run made here}}, got {describe(live)}")
     what = {"val_accuracy": "validation", "test_accuracy": "test"}.get(key, key)
-    width = max(len(label) for label in labels.values())
+    width = max(len(str(label)) for label in labels.values())
     lines = [
         f"{'':<{width}}  {'here, seed 0':>12}  {f'{what} accuracy, shipped seeds 0-4':<40}  "
         f"{'steps':>5}  {'epochs':>6}  {'parameters':>10}  {'mult-adds/image':>15}"
@@ -403,12 +623,20 @@ def results_table(
         values, first = [run[key] for run in found], found[0]
         shipped = spread(values, percent=True)
         summary = f"{shipped.mean:.1%} ± {100 * shipped.std:.1f} (range {min(values):.1%}-{max(values):.1%})"
-        here = f"{live[name][key]:.1%}" if name in live else "not run"
+        here = f"{_live_value(live, name, key):.1%}" if name in live else "not run"
         lines.append(
             f"{label:<{width}}  {here:>12}  {summary:<40}  {first['steps']:>5}  {first['epochs']:>6}  "
             f"{first['parameters']:>10,}  {first['multiply_adds'] / 1e6:>13.2f} M"
         )
     return "\n".join(lines)
+
+
+def _live_value(live: Mapping, name: str, key: str) -> float:
+    """live[name][key], checked: a fraction from 0 to 1."""
+    run = live[name]
+    if not isinstance(run, Mapping) or key not in run:
+        raise ValueError(f"live[{name!r}] must be a run's dict holding {key!r}, got {describe(run)}")
+    return check_fraction(run[key], f"live[{name!r}][{key!r}]")
 
 
 def environment() -> dict:

@@ -31,8 +31,9 @@ import torch
 from torch import nn
 
 from utils.attention import ATTENTION_IMPLEMENTATIONS, MultiHeadSelfAttention
-from utils.runtime import release_memory
+from utils.runtime import check_threads, release_memory, torch_threads
 from utils.training import train_step
+from utils.validation import check_flag
 from utils.vit import VisionTransformer, ViTConfig
 
 IMPLEMENTATIONS = {  # "implementation" in the results -> what runs
@@ -243,11 +244,9 @@ def run_benchmark(quick: bool = False, threads: int | None = None, verbose: bool
         also have infer_ms and infer_speedup (a forward under torch.no_grad()); training rows
         have images_per_s.
     """
+    quick, verbose = check_flag(quick, "quick"), check_flag(verbose, "verbose")
     warmup, repeats = (1, 3) if quick else (3, 21)
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):  # an error for 0 or 1.5, before anything runs
         results = []
         release_memory()  # each case starts from what the process still uses, not from what it freed
         for case in attention_cases(quick):
@@ -257,8 +256,6 @@ def run_benchmark(quick: bool = False, threads: int | None = None, verbose: bool
             if verbose:
                 print(f"  measured {case['tokens']} tokens x {case['dim']}", flush=True)
         results += bench_training(batch=32 if quick else 128, warmup=1 if quick else 2, repeats=2 if quick else 10)
-    finally:
-        torch.set_num_threads(before)
     return results
 
 
@@ -317,11 +314,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
         help="torch threads (default: torch's choice); 1 gives steadier numbers on a busy machine",
     )
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    return report(
-        "attention benchmark", lambda: run_benchmark(quick=args.quick, verbose=True), format_table, args.quick
-    )
+    try:
+        check_threads(args.threads)
+    except ValueError as error:
+        parser.error(str(error))
+    with torch_threads(args.threads):  # the report names the count it ran on
+        return report(
+            "attention benchmark", lambda: run_benchmark(quick=args.quick, verbose=True), format_table, args.quick
+        )
 
 
 def report(title: str, run: Callable[[], list[dict]], table: Callable[[list[dict]], str], quick: bool) -> list[dict]:

@@ -28,9 +28,11 @@ from utils.ablations import (
     Experiment,
     Split,
     agreement_of_runs,
+    check_split,
     experiment_data,
     made_here,
     runs_of_recipe,
+    values_of,
 )
 from utils.embeddings import (
     gaussian_pos_embed,
@@ -38,7 +40,7 @@ from utils.embeddings import (
     neighbour_similarity,
     pos_embed_similarity,
 )
-from utils.experiments import Comparison, compare, run_record
+from utils.experiments import MAX_SEED, Comparison, compare, run_record
 from utils.inspection import (
     attention_asymmetry,
     attention_entropy,
@@ -48,7 +50,7 @@ from utils.inspection import (
 )
 from utils.runtime import eval_mode, set_seed, torch_threads
 from utils.training import evaluate, fit
-from utils.validation import WrongTypeError, describe
+from utils.validation import WrongTypeError, check_tensor, check_whole, describe
 
 RESULTS_FILE = Path(__file__).parent / "results" / "lesson9.json"
 MEASURE_IMAGES = 256  # validation images the measurements look at (the first ones: the same for every run)
@@ -89,11 +91,23 @@ class Trial:
     measures: tuple[str, ...] = ()
 
     def __post_init__(self):
+        if not isinstance(self.experiment, Experiment):
+            raise WrongTypeError(
+                f"experiment must be an Experiment (utils.ablations), e.g. Experiment('digits', 'vit', "
+                f"{{'steps': 600}}), got {describe(self.experiment)}"
+            )
+        if not isinstance(self.init, Mapping):
+            raise WrongTypeError(f"init must be a dict, e.g. {{'pos_embed': 'gaussian'}}, got {describe(self.init)}")
+        example = "measures must be a tuple of names, e.g. ('positions',)"
+        if isinstance(self.measures, str):
+            raise WrongTypeError(f"{example}, got the string {self.measures!r}")
+        if not isinstance(self.measures, tuple | list) or not all(isinstance(name, str) for name in self.measures):
+            raise WrongTypeError(f"{example}, got {describe(self.measures)}")
         if self.experiment.model != "vit":
             raise ValueError(f"lesson 9's trials train tiny ViTs, got a {self.experiment.model}")
         choices = {"cls_token": CLS_INITS, "pos_embed": POS_INITS}
         for name, kind in self.init.items():
-            if name not in choices or kind not in choices[name]:
+            if name not in choices or not isinstance(kind, str) or kind not in choices[name]:
                 raise ValueError(
                     f"init must map 'cls_token' to one of {list(CLS_INITS)} or 'pos_embed' to one of "
                     f"{list(POS_INITS)}, got {name!r}: {kind!r}"
@@ -238,6 +252,12 @@ def _check_name(name) -> Trial:
 # ---- measurements -----------------------------------------------------------------------------
 
 
+def _check_finite(tensor: torch.Tensor, name: str) -> None:
+    """Raise unless every number of `tensor` is finite: a diverged run's table has no structure."""
+    if not torch.isfinite(tensor).all():
+        raise ValueError(f"{name} holds NaN or infinity (a diverged run?): its structure cannot be measured")
+
+
 def mirror_pairs(rows: int, cols: int) -> torch.Tensor:
     """(N,) index of each position's mirror image about the grid's vertical centre line (row-major)."""
     index = torch.arange(rows * cols).reshape(rows, cols)
@@ -249,6 +269,7 @@ def mirror_advantage(similarity: torch.Tensor, grid_size: tuple[int, int]) -> fl
     equally far away: the mean over positions off the centre line of cos(i, mirror(i)) minus the
     mean cos(i, j) over the j != mirror(i) at the same grid distance (positions without such a j
     are left out). 0: mirror pairs are nothing special."""
+    _check_finite(check_tensor(similarity, "similarity", "(N, N)", ndim=2), "similarity")
     rows, cols = grid_size
     mirror, distance = mirror_pairs(rows, cols), grid_distance(rows, cols)
     gaps = []
@@ -264,6 +285,7 @@ def mirror_advantage(similarity: torch.Tensor, grid_size: tuple[int, int]) -> fl
 def nearest_is_neighbour(similarity: torch.Tensor, grid_size: tuple[int, int]) -> float:
     """The fraction of positions whose most similar other position is one of its grid neighbours
     (up, down, left, right). By chance: the mean neighbour count / (N - 1)."""
+    _check_finite(check_tensor(similarity, "similarity", "(N, N)", ndim=2), "similarity")
     distance = grid_distance(*grid_size)
     others = similarity.clone().fill_diagonal_(-float("inf"))
     nearest = others.argmax(dim=1)  # (N,)
@@ -272,7 +294,9 @@ def nearest_is_neighbour(similarity: torch.Tensor, grid_size: tuple[int, int]) -
 
 def position_structure(table: torch.Tensor, grid_size: tuple[int, int], num_prefix_tokens: int) -> dict:
     """One position table's 2-D structure: near / far similarity (neighbour_similarity), the
-    fraction of positions nearest a neighbour, and the mirror advantage."""
+    fraction of positions nearest a neighbour, and the mirror advantage. A table holding NaN or
+    infinity (a diverged run) is refused."""
+    _check_finite(check_tensor(table, "table"), "the position table")
     similarity = pos_embed_similarity(table, num_prefix_tokens)  # (N, N)
     near, far = neighbour_similarity(similarity, grid_size)
     return {
@@ -346,7 +370,8 @@ def run_trial(name: str, seed: int, data: Split | None = None) -> dict:
     """
     trial = _check_name(name)
     experiment = trial.experiment
-    data = experiment_data(experiment.data) if data is None else data
+    seed = check_whole(seed, "seed", minimum=0, maximum=MAX_SEED)
+    data = experiment_data(experiment.data) if data is None else check_split(data, experiment.data, name, "trains on")
     set_seed(seed)
     model = trial.build()
     measured, before = {}, _norms(model)
@@ -398,42 +423,40 @@ def shipped_runs(name: str, path: str | Path = RESULTS_FILE) -> list[dict]:
 
 def shipped_values(name: str, key: str = "val_accuracy") -> list:
     """One value per shipped seed, e.g. shipped_values("orientation", "val_accuracy")."""
-    runs = shipped_runs(name)
-    if key not in runs[0]:
-        raise ValueError(f"the shipped runs of {name!r} hold {sorted(runs[0])}, not {key!r}")
-    return [run[key] for run in runs]
+    return values_of(shipped_runs(name), name, key)
 
 
 def agrees_with_shipped(name: str, run: dict, data: Split, key: str = "val_accuracy") -> Agreement:
     """Whether a live run of trial `name` (run_trial's dict) agrees with the shipped seeds: exactly,
     if this kind of CPU made lesson9.json, else inside where one more seed lands (see
-    utils.ablations.agrees_with_shipped). `data`: the trial's Split."""
-    return agreement_of_runs(shipped_runs(name), run, key, made_here(RESULTS_FILE), data)
+    utils.ablations.agrees_with_shipped). `data`: the trial's Split (another trial's is refused)."""
+    runs = shipped_runs(name)
+    check_split(data, _check_name(name).experiment.data, name)
+    return agreement_of_runs(runs, run, key, made_here(RESULTS_FILE), data, name)
 
 
 def versus(name_a: str, name_b: str, key: str = "val_accuracy", names: tuple[str, str] | None = None) -> Comparison:
     """Welch's t-test of two shipped trials over their seeds (utils.experiments.compare): str() is
     the verdict in words. Accuracies (keys ending in "accuracy") are shown as percentages."""
-    percent = key.endswith("accuracy")
-    return compare(
-        shipped_values(name_a, key), shipped_values(name_b, key), percent=percent, names=names or (name_a, name_b)
-    )
+    a, b = shipped_values(name_a, key), shipped_values(name_b, key)
+    return compare(a, b, percent=key.endswith("accuracy"), names=names or (name_a, name_b))
 
 
 def after_epoch(name: str, curve: str, epoch: int) -> list[float]:
     """Per seed, a per-epoch curve ("train_loss", "val_loss", "val_curve") after epoch `epoch`
     (1: the first), e.g. after_epoch("orientation", "val_loss", 1)."""
-    runs = shipped_runs(name)
     if curve not in ("train_loss", "val_loss", "val_curve"):
         raise ValueError(f"curve must be 'train_loss', 'val_loss' or 'val_curve', got {curve!r}")
-    if not 1 <= epoch <= len(runs[0][curve]):
-        raise ValueError(f"{name!r} ran {len(runs[0][curve])} epochs, got epoch={epoch!r}")
-    return [run[curve][epoch - 1] for run in runs]
+    curves = values_of(shipped_runs(name), name, curve)
+    epoch = check_whole(epoch, "epoch", minimum=1, maximum=min(len(values) for values in curves))
+    return [values[epoch - 1] for values in curves]
 
 
 def per_seed(name: str, *path: str) -> list:
     """Per seed, a measurement found under `path` in the run, e.g. per_seed("same colour",
     "attention", "asymmetry") -> one (depth, heads) list per seed."""
+    if not all(isinstance(key, str) for key in path):
+        raise WrongTypeError(f"path must be names of keys, e.g. 'attention', 'asymmetry', got {describe(path)}")
     values = []
     for run in shipped_runs(name):
         value = run

@@ -90,7 +90,7 @@ def sincos_1d(positions: torch.Tensor, dim: int) -> torch.Tensor:
         w_i = 1/10000^(i/(dim/2)) falling geometrically from 1 towards 1/10000.
     """
     check_tensor(positions, "positions", "(M,)", ndim=1)
-    if positions.is_complex() or not positions.isfinite().all():
+    if positions.is_complex() or (not positions.is_meta and not positions.isfinite().all()):
         raise ValueError("expected finite real positions, got NaN, infinite or complex values")
     if check_whole(dim, "dim") % 2:
         raise ValueError(f"a sin-cos code needs an even width, got {dim}")

@@ -5,6 +5,7 @@ the shuffling); a conclusion needs several seeds and a measure of the noise betw
 - `compare(a, b)`: Welch's t-test of two sets of runs: is the difference bigger than the noise?
 - `prediction_interval(values)`: where one more run (another seed) would land.
 - `run_seeds(build_model, train, val, test, seeds, ...)`: train and test one fresh model per seed.
+- `check_fraction(value, name)`: an accuracy from a caller is a fraction from 0 to 1, not a percentage.
 
 Nothing here prints: the lesson formats the tables.
 """
@@ -40,6 +41,20 @@ TAKEN_BY_RUN_SEEDS = ("seed", "progress")  # fit's options that run_seeds sets i
 
 
 # ---- checks, one place per idea -----------------------------------------------------------------
+
+
+def check_fraction(value, name: str) -> float:
+    """`value` as a float; an error naming `name` unless it is a fraction from 0 to 1 (an accuracy),
+    e.g. "run['val_accuracy'] must be a fraction from 0 to 1, got 97.0: divide by 100 if it is a
+    percentage"."""
+    try:
+        return check_number(value, name, low=0, high=1)
+    except WrongTypeError:
+        raise
+    except ValueError:  # NaN, infinity or out of range: a real number, said as it came
+        came = repr(value) if isinstance(value, int) else repr(float(value))
+        hint = ": divide by 100 if it is a percentage" if 1 < value <= 100 else ""
+        raise ValueError(f"{name} must be a fraction from 0 to 1, got {came}{hint}") from None
 
 
 def _check_values(values, name: str, percent: bool) -> np.ndarray:

@@ -17,7 +17,14 @@ from torch import nn
 
 from utils.validation import WrongTypeError, check_whole
 from utils.vit import VisionTransformer, ViTConfig
-from utils.weights import VIT_B16_REPO, TensorEntry, read_safetensors, read_safetensors_header, vit_b16_path
+from utils.weights import (
+    VIT_B16_REPO,
+    TensorEntry,
+    check_finite,
+    read_safetensors,
+    read_safetensors_header,
+    vit_b16_path,
+)
 
 # Heads of the published ViT/DeiT sizes (every head 64 wide): Ti, S, B, L.
 KNOWN_NUM_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16}
@@ -168,9 +175,11 @@ def from_timm(
     The model is float32 whatever the file's dtype: float16, bfloat16 and float64 tensors are
     converted (as_float32; with assign=True the model then holds the converted copies).
     Raises a ValueError that lists the missing keys, the unexpected keys and the tensors of
-    another shape (named by VisionTransformer.load_state_dict), so nothing loads half-way.
+    another shape (named by VisionTransformer.load_state_dict), so nothing loads half-way, and one
+    that names the tensors holding NaN or infinity (a corrupt file).
     """
     state_dict = as_float32(check_state_dict(state_dict, "from_timm"))
+    check_finite(state_dict, "the checkpoint")
     config = config_from_state_dict(state_dict, num_heads, **overrides)
     if assign:
         with torch.device("meta"):
@@ -336,7 +345,8 @@ def from_hf(
 
 def load_vit_b16(path: str | Path | None = None) -> VisionTransformer:
     """The published ViT-B/16 (ImageNet-21k pre-trained, ImageNet-1k fine-tuned, 224 px) in the
-    course's VisionTransformer, from its Hugging Face file (default: vit_b16_path()).
+    course's VisionTransformer, from its Hugging Face file (default: vit_b16_path()), or from the
+    folder that holds it as model.safetensors.
 
     The file holds tensors only; VIT_B16_HF_CONFIG supplies what they cannot say (12 heads,
     LayerNorm eps 1e-12), or a config.json beside the file when there is one. The file's shapes
@@ -349,6 +359,8 @@ def load_vit_b16(path: str | Path | None = None) -> VisionTransformer:
     if path is not None and not isinstance(path, (str, Path)):
         raise WrongTypeError(f"expected the path of the weights file (a str or Path), got {type(path).__name__}")
     path = vit_b16_path() if path is None else Path(path).expanduser()
+    if path.is_dir():  # the hub's folder (a snapshot, a local_dir): its weights file
+        path = path / "model.safetensors"
     if not path.is_file():
         raise FileNotFoundError(
             f"no ViT-B/16 weights at {path}: run `make weights` (or utils.weights.download_vit_b16()) "

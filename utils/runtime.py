@@ -26,6 +26,7 @@ def set_seed(seed: int = 0) -> int:
 
     Returns the seed, so a notebook can print what it used.
     """
+    seed = check_whole(seed, "seed", minimum=0, maximum=2**32 - 1)  # NumPy's range; torch's is wider
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device

@@ -11,7 +11,9 @@ import math
 import os
 import pickle
 import struct
-from collections.abc import Iterator
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
 from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple
@@ -20,7 +22,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from utils.validation import WrongTypeError
+from utils.files import replacing
+from utils.validation import WrongTypeError, describe
 from utils.vit import VisionTransformer, ViTConfig
 
 # Where downloaded weights are kept; set VIT_WEIGHTS_DIR to keep them elsewhere.
@@ -34,6 +37,14 @@ VIT_B16_REPO = "google/vit-base-patch16-224"  # the Hugging Face repository of l
 # How a file that should hold weights and does not is described (then what is wrong with it).
 NOT_SAFETENSORS = "is not a safetensors file (an HTML page? a git-LFS pointer? a partial download?)"
 NOT_TORCH = "is not a torch file (an HTML page? a git-LFS pointer? a partial download?)"
+
+# torch.save stores its records as they are, never compressed: a torch file whose records would unpack
+# to more than this many times its size (plus 1 MiB) is refused before anything is unpacked (a zip bomb),
+# and so is one whose tensors would span more (views that repeat a few stored numbers).
+MAX_UNPACK_RATIO = 4
+
+# How a shipped checkpoint that does not read is put right.
+REMAKE = "restore it with git checkout, or train it again with make checkpoints"
 
 
 def load_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
@@ -105,19 +116,86 @@ def _torch_load(path: Path):
             f"{path} {NOT_TORCH}: it is neither a zip archive nor a pickle, torch's two formats"
             f"{_what_it_looks_like(start)}{hint}"
         )
+    if is_zip:
+        _check_unpacked_size(path)
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
         if "Weights only load failed" not in str(error):
-            raise ValueError(f"{path} {NOT_TORCH}: {error}") from error
+            raise ValueError(f"{path} {NOT_TORCH}: {_first_line(error)}") from error
         raise ValueError(
             f"{path} holds Python objects besides tensors, and reading them could run code from the file, "
             "so it was refused (torch.load with weights_only=True). A whole model saved with "
             "torch.save(model)? Save model.state_dict() instead; load it with weights_only=False only "
             "if you made the file yourself or trust where it comes from"
         ) from error
-    except (RuntimeError, EOFError) as error:
-        raise ValueError(f"{path} {NOT_TORCH}: {error}") from error
+    except MemoryError:
+        raise
+    except Exception as error:  # a damaged or forged file: RuntimeError, EOFError, TypeError, KeyError, ...
+        raise ValueError(f"{path} {NOT_TORCH}: {_first_line(error)}") from error
+    _check_tensor_sizes(path, loaded)
+    return loaded
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of an error's message (its type's name if it has none)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _check_unpacked_size(path: Path) -> None:
+    """A ValueError if the zip archive `path` would unpack to far more than its size on disk (a zip
+    bomb), read from its table of contents before anything is unpacked."""
+    on_disk = path.stat().st_size
+    try:
+        with zipfile.ZipFile(path) as archive:
+            records = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError) as error:
+        raise ValueError(f"{path} {NOT_TORCH}: its zip archive is damaged ({_first_line(error)})") from None
+    unpacked = sum(record.file_size for record in records)
+    if records and unpacked > MAX_UNPACK_RATIO * on_disk + 2**20:
+        biggest = max(records, key=lambda record: record.file_size)
+        how = "is compressed and " if biggest.compress_type != zipfile.ZIP_STORED else ""
+        raise ValueError(
+            f"{path} is not a file torch.save wrote: its record {biggest.filename} {how}unpacks to "
+            f"{_in_bytes(biggest.file_size)} from {_in_bytes(on_disk)} on disk (a zip bomb?); refused"
+        )
+
+
+def _check_tensor_sizes(path: Path, loaded) -> None:
+    """A ValueError if the tensors in what torch.load read from `path` span far more bytes than the
+    file holds: views that repeat a few stored numbers (stride 0), which a copy or a check would
+    turn into gigabytes. Tensors torch.save wrote from plain weights span at most the file."""
+    tensors, stack, seen = [], [loaded], set()
+    while stack:  # without recursion (the pickle may nest deeply), each object once (it may repeat them)
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, torch.Tensor):
+            tensors.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    spanned = sum(tensor.numel() * tensor.element_size() for tensor in tensors)
+    on_disk = path.stat().st_size
+    if spanned > MAX_UNPACK_RATIO * on_disk + 2**20:
+        biggest = max(tensors, key=lambda tensor: tensor.numel() * tensor.element_size())
+        raise ValueError(
+            f"{path} is not a file torch.save wrote from plain weights: a tensor of shape {tuple(biggest.shape)} "
+            f"spans {_in_bytes(biggest.numel() * biggest.element_size())} but holds "
+            f"{_in_bytes(biggest.untyped_storage().nbytes())} of data, from {_in_bytes(on_disk)} on disk "
+            "(a view that repeats its numbers: a memory bomb?); refused"
+        )
+
+
+def _in_bytes(count: int) -> str:
+    """A byte count in words: '512 bytes', '2.1 MB', '2.1 GB'."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} bytes"
 
 
 def _named_tensors(path: Path, state) -> dict[str, torch.Tensor]:
@@ -200,8 +278,10 @@ def _parse_safetensors_header(file, file_size: int) -> dict[str, TensorEntry]:
         )
     try:
         header = json.loads(file.read(header_size).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except ValueError as error:  # not UTF-8, not JSON, a number of more than 4,300 digits
         raise _NotSafetensors(f"its header is no valid JSON ({error})") from None
+    except RecursionError:
+        raise _NotSafetensors("its header nests JSON lists or objects too deeply to read (a forged file?)") from None
     if not isinstance(header, dict):
         raise _NotSafetensors(f"its header is a JSON {type(header).__name__}, not an object {{name: tensor}}")
     if not isinstance(header.pop("__metadata__", {}), dict):
@@ -222,7 +302,7 @@ def _is_count(value) -> bool:
 def _safetensors_entry(name: str, value, data_start: int, file_size: int) -> TensorEntry:
     """One header entry {"dtype", "shape", "data_offsets"} checked and turned into a TensorEntry."""
     if not isinstance(value, dict) or not {"dtype", "shape", "data_offsets"} <= value.keys():
-        raise _NotSafetensors(f"its entry {name!r} is no {{dtype, shape, data_offsets}} object: {str(value)[:80]}")
+        raise _NotSafetensors(f"its entry {name!r} is no {{dtype, shape, data_offsets}} object: {describe(value)}")
     dtype, shape, offsets = value["dtype"], value["shape"], value["data_offsets"]
     if dtype not in _SAFETENSORS_DTYPES:
         raise _NotSafetensors(f"tensor {name!r} has dtype {dtype!r}, none of {', '.join(_SAFETENSORS_DTYPES)}")
@@ -304,6 +384,22 @@ def shipped_models(checkpoint_dir: str | Path = CHECKPOINT_DIR) -> list[str]:
     return sorted(path.stem for path in Path(checkpoint_dir).glob("*.pt"))
 
 
+def check_finite(tensors: Mapping[str, torch.Tensor], source: str, hint: str = "a corrupt file?") -> None:
+    """A ValueError naming (a few of) the tensors that hold NaN or infinity, and how many do; `source`
+    names where they come from ("the checkpoint", a path), `hint` what to do about it."""
+    bad = [
+        name
+        for name, tensor in tensors.items()
+        if (tensor.is_floating_point() or tensor.is_complex())  # whole numbers are always finite
+        and tensor.device.type != "meta"  # shapes only, no values
+        and not torch.isfinite(tensor).all()
+    ]
+    if bad:
+        listed = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
+        holds = "tensors of {} hold" if len(bad) > 1 else "tensor of {} holds"
+        raise ValueError(f"{len(bad)} {holds.format(source)} NaN or infinity ({listed}): {hint}")
+
+
 def save_trained(
     path: str | Path,
     model: VisionTransformer,
@@ -313,7 +409,12 @@ def save_trained(
 ) -> None:
     """Write a model and what it learned into one weights-only checkpoint file: a plain dict (config,
     state_dict, test_accuracy, classes, pos_embed_snapshots: {"steps": [...], "tables": [(1, T, D), ...]})
-    that `torch.load(..., weights_only=True)` reads safely. `snapshots` are `History.snapshots`."""
+    that `torch.load(..., weights_only=True)` reads safely. `snapshots` are `History.snapshots`.
+
+    The file is written under a scratch name and then moved into place in one step: a save cut short
+    (Ctrl-C, a full disk) leaves the file that was there whole."""
+    if not isinstance(path, (str, Path)):
+        raise WrongTypeError(f"expected the path of the checkpoint to write (a str or Path), got {describe(path)}")
     if not isinstance(model, VisionTransformer):
         raise WrongTypeError(f"expected the course's VisionTransformer as model, got {type(model).__name__}")
     if len(classes) != model.config.num_classes:
@@ -325,21 +426,31 @@ def save_trained(
         if not isinstance(table, torch.Tensor) or tuple(table.shape) != table_shape:
             got = tuple(table.shape) if isinstance(table, torch.Tensor) else type(table).__name__
             raise ValueError(f"snapshot of step {step}: expected a position table {table_shape}, got {got}")
-    torch.save(
-        {
-            "config": dataclasses.asdict(model.config),
-            "state_dict": {name: tensor.clone() for name, tensor in model.state_dict().items()},
-            "test_accuracy": float(test_accuracy),
-            "classes": list(classes),
-            "pos_embed_snapshots": {"steps": [step for step, _ in snapshots], "tables": [t for _, t in snapshots]},
-        },
-        path,
-    )
+    check_finite(model.state_dict(), "the model", "a run that diverged? Train it again with a smaller lr")
+    checkpoint = {
+        "config": dataclasses.asdict(model.config),
+        "state_dict": {name: tensor.clone() for name, tensor in model.state_dict().items()},
+        "test_accuracy": float(test_accuracy),
+        "classes": list(classes),
+        "pos_embed_snapshots": {"steps": [step for step, _ in snapshots], "tables": [t for _, t in snapshots]},
+    }
+    path = Path(path).expanduser()
+    with replacing(path) as scratch, tempfile.TemporaryDirectory(prefix=".", dir=path.parent) as folder:
+        torch.save(checkpoint, Path(folder) / path.name)  # torch names the archive inside after the file
+        os.replace(Path(folder) / path.name, scratch)
+
+
+# ViTConfig fields added after the first checkpoints were written: a file without one gets the default,
+# the option off, which is the model it was trained as. Any other field it lacks is refused.
+_FIELDS_ADDED_LATER = ("fc_norm", "norm_pre")
 
 
 def load_trained(name: str, checkpoint_dir: str | Path = CHECKPOINT_DIR) -> tuple[VisionTransformer, dict]:
     """A shipped tiny ViT ("digits", "relational" or "relational_fine") in eval mode, and its checkpoint's info
-    (test_accuracy, classes, pos_embed_snapshots: {"steps": [...], "tables": [(1, T, D), ...]})."""
+    (test_accuracy, classes, pos_embed_snapshots: {"steps": [...], "tables": [(1, T, D), ...]}).
+
+    A file that does not read as such a checkpoint (another ViTConfig's fields, class names that do not
+    match the outputs, weights that do not fit the config or hold NaN) raises a ValueError that says so."""
     available = shipped_models(checkpoint_dir)
     if name not in available:
         raise ValueError(f"no shipped model {name!r}; expected one of {available} in {checkpoint_dir}")
@@ -347,10 +458,48 @@ def load_trained(name: str, checkpoint_dir: str | Path = CHECKPOINT_DIR) -> tupl
     checkpoint = _torch_load(path)
     if not isinstance(checkpoint, dict) or not {"config", "state_dict"} <= checkpoint.keys():
         raise ValueError(f"{path} is no checkpoint written by save_trained (a dict with config and state_dict)")
-    config = checkpoint["config"]
-    if isinstance(config["image_size"], list):
-        config["image_size"] = tuple(config["image_size"])
-    model = VisionTransformer(ViTConfig(**config))
-    model.load_state_dict(checkpoint["state_dict"])
+    config = _trained_config(path, checkpoint["config"])
+    state_dict = _named_tensors(path, checkpoint["state_dict"])
+    check_finite({**state_dict, **_snapshot_tables(checkpoint)}, str(path), f"a corrupt file? {REMAKE}")
+    classes = checkpoint.get("classes")
+    if not isinstance(classes, list) or len(classes) != config.num_classes:
+        named = f"{len(classes)} classes" if isinstance(classes, list) else f"classes {describe(classes)}"
+        raise ValueError(
+            f"{path} names {named} for a model of {config.num_classes} outputs: it was edited or written by "
+            f"another version; {REMAKE}"
+        )
+    model = VisionTransformer(config)
+    try:
+        model.load_state_dict(state_dict)
+    except (ValueError, RuntimeError) as error:  # a tensor of another shape; missing or unexpected tensors
+        raise ValueError(f"{path}: its weights do not fit its config ({_first_line(error)}); {REMAKE}") from error
     info = {key: value for key, value in checkpoint.items() if key not in ("config", "state_dict")}
     return model.eval(), info
+
+
+def _trained_config(path: Path, fields) -> ViTConfig:
+    """The ViTConfig a checkpoint's config dict describes; a ValueError naming unknown and missing fields."""
+    if not isinstance(fields, dict):
+        raise ValueError(f"{path} holds a config of {describe(fields)}, not a dict of ViTConfig fields; {REMAKE}")
+    known = [field.name for field in dataclasses.fields(ViTConfig)]
+    unknown = [repr(name) for name in fields if name not in known]
+    missing = [name for name in known if name not in fields and name not in _FIELDS_ADDED_LATER]
+    if unknown or missing:
+        differences = [f"unknown field{'s' * (len(unknown) > 1)} {', '.join(unknown)}"] if unknown else []
+        differences += [f"missing {', '.join(missing)}"] if missing else []
+        raise ValueError(f"{path} was written for another version of ViTConfig ({'; '.join(differences)}): {REMAKE}")
+    if isinstance(fields["image_size"], list):  # an (H, W) tuple comes back from the file as a list
+        fields = {**fields, "image_size": tuple(fields["image_size"])}
+    try:
+        return ViTConfig(**fields)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path} holds a config ViTConfig refuses ({error}); {REMAKE}") from error
+
+
+def _snapshot_tables(checkpoint: dict) -> dict[str, torch.Tensor]:
+    """The position tables a checkpoint keeps as snapshots, named pos_embed_snapshots.tables.{i}."""
+    snapshots = checkpoint.get("pos_embed_snapshots")
+    tables = snapshots.get("tables") if isinstance(snapshots, dict) else None
+    if not isinstance(tables, list):
+        return {}
+    return {f"pos_embed_snapshots.tables.{i}": t for i, t in enumerate(tables) if isinstance(t, torch.Tensor)}

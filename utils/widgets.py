@@ -297,9 +297,23 @@ class AttentionExplorer(StaticPicture, widgets.VBox):
         """(attn (depth, heads, T, T), logits (num_classes,)) for image `index`, computed once."""
         if index not in self._cache:
             with eval_mode(self.model), torch.no_grad():
-                logits, attn = self.model(self.preprocess(self.images[index : index + 1]), return_attention=True)
+                logits, attn = self.model(self._preprocessed(index), return_attention=True)
             self._cache[index] = attn[:, 0].float().cpu(), logits[0].float().cpu()
         return self._cache[index]
+
+    def _preprocessed(self, index: int) -> torch.Tensor:
+        """Image `index` (1, C, H, W) through `preprocess`, checked: the same shape, finite values."""
+        image = self.images[index : index + 1]
+        out = self.preprocess(image)
+        if not isinstance(out, torch.Tensor) or out.shape != image.shape:
+            got = f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
+            raise ValueError(
+                f"preprocess turned image {index} of shape {tuple(image.shape)} into {got}: it must return a "
+                f"tensor of the same shape (the size the model takes); resize the images before the explorer"
+            )
+        if not torch.isfinite(out).all():
+            raise ValueError(f"preprocess turned image {index} into values holding NaN or infinity")
+        return out
 
     @property
     def query_index(self) -> int:
@@ -396,6 +410,13 @@ def _check_explorer_images(images, expected: tuple[int, int, int]) -> None:
     if len(images) == 0:
         raise ValueError(f"expected at least one image {shape}, got an empty batch {tuple(images.shape)}")
     check_image_batch(images, f"images {shape}")
+    finite = torch.isfinite(images.detach().flatten(1)).all(1)  # (B,)
+    if not finite.all():
+        first = int((~finite).nonzero()[0])
+        raise ValueError(
+            f"expected images {shape} of finite values, image {first} holds NaN or infinity "
+            f"({int((~finite).sum())} of {len(images)} images do)"
+        )
 
 
 def _check_regions(regions, expected: tuple[int, int, int]) -> None:
@@ -576,8 +597,9 @@ def _check_snapshots(snapshots, tables: dict, during_training: str) -> tuple[lis
             f"expected one snapshot table per step (at least one), got {len(steps)} steps and "
             f"{len(snapshot_tables)} tables"
         )
-    if len(set(steps)) != len(steps) or not all(isinstance(step, int) and step >= 0 for step in steps):
-        raise ValueError(f"expected distinct training steps (whole numbers >= 0), got {steps}")
+    steps = [check_whole(step, f"snapshots['steps'][{i}]", minimum=0) for i, step in enumerate(steps)]  # NumPy's too
+    if len(set(steps)) != len(steps):
+        raise ValueError(f"expected distinct training steps, got {steps}")
     if during_training in tables:
         raise ValueError(f"the name {during_training!r} is the snapshots' own: name that table otherwise")
     return steps, snapshot_tables

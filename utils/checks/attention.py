@@ -61,6 +61,15 @@ def _weight_variants(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[
             "the scores are divided by sqrt(N), the number of tokens; the scale is sqrt(d), the width of q and k "
             "(q.shape[-1])"
         ] = (scores / math.sqrt(N_q)).softmax(-1)
+    if N_q == k.shape[-2]:  # a causal mask fits only square scores
+        causal = torch.ones(N_q, N_q, dtype=torch.bool).tril()
+        variants[
+            "the scores are masked (a causal mask?): plain attention lets every query attend to every key, so no "
+            "score is hidden"
+        ] = scaled.masked_fill(~causal, float("-inf")).softmax(-1)
+        variants[
+            "your weights are the transpose of the right ones: row i must hold query i's weights over the keys"
+        ] = scaled.softmax(-1).transpose(-2, -1)
     if k.shape[-2] == d:  # only then does q @ k run at all
         variants["k is not transposed: the scores are q @ k^T (k.transpose(-2, -1)), not q @ k"] = (
             (q @ k) / math.sqrt(d)
@@ -82,10 +91,17 @@ def _broadcasts(*shapes: torch.Size) -> bool:
     return True
 
 
-def _out_variants(weights: torch.Tensor, q: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Tensor]:
+def _out_variants(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Tensor]:
     """Wrong-but-plausible outputs built from the right weights (only those whose shapes work)."""
     variants = {
         "you returned the weights as the output: multiply them by v (out = weights @ v)": weights,
+        "softmax is applied to the output too; it belongs to the scores only: out = weights @ v": (weights @ v).softmax(
+            -1
+        ),
+        "the output multiplies the scaled scores by v, before the softmax; use the weights, out = weights @ v": (
+            q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        )
+        @ v,
         "the output is divided by sqrt(d) once more; the scale belongs to the scores only": weights
         @ v
         / math.sqrt(q.shape[-1]),
@@ -188,7 +204,6 @@ def check_attention(
                 mistakes=_weight_variants(q, k, v),
                 name="weights",
                 nan_hint="softmax(dim=-1) never gives NaN; exp without subtracting the row's maximum can overflow",
-                same_dtype=True,
             )
         )
         verdicts.append(
@@ -198,10 +213,9 @@ def check_attention(
                 where,
                 shape_wording="expected out of shape {} (..., N_q, d_v)",
                 atol=ATOL,
-                mistakes=_out_variants(expected_weights, q, v),
+                mistakes=_out_variants(expected_weights, q, k, v),
                 name="out",
                 advice=": out = weights @ v",
-                same_dtype=True,
             )
         )
     print(f"✓ attention matches the reference on {len(ATTENTION_CASES)} cases (out and weights): {summarize(verdicts)}")
@@ -300,7 +314,6 @@ def check_masked_softmax(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
                 diagnose=hidden_keys_weighted,
                 nan_hint="softmax gives NaN for a row whose keys are all hidden, or for +inf in the scores; "
                 "fill the hidden scores with float('-inf'), and keep the keys on the last axis",
-                same_dtype=True,
             )
         )
     print(f"✓ masked_softmax matches the reference on {len(verdicts)} masks: {summarize(verdicts)}")
@@ -359,7 +372,7 @@ def _causal_out_variants(weights: torch.Tensor, q: torch.Tensor, k: torch.Tensor
     """Wrong-but-plausible outputs of causal attention, built from the right (masked) weights."""
     unmasked = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1)  # (..., N, N)
     return {
-        **_out_variants(weights, q, v),
+        **_out_variants(weights, q, k, v),
         "your out ignores the mask: compute it from the masked weights, out = weights @ v": unmasked @ v,
     }
 
@@ -441,7 +454,6 @@ def check_causal_attention(
                 name="weights",
                 nan_hint="a row of NaN is a query whose keys are all hidden: query i must keep the keys j <= i, "
                 "itself included",
-                same_dtype=True,
             )
         )
         verdicts.append(
@@ -454,7 +466,6 @@ def check_causal_attention(
                 mistakes=_causal_out_variants(expected_weights, q, k, v),
                 name="out",
                 advice=": out = weights @ v",
-                same_dtype=True,
             )
         )
     print(

@@ -65,7 +65,7 @@ def _call_for_several(
         explain=explain,
     )
     for name, tensor in zip(names, got):
-        raise_if_not_like(tensor, args[0], where, name, same_dtype=True)
+        raise_if_not_like(tensor, args[0], where, name)
     return tuple(t.detach() for t in got)
 
 
@@ -91,7 +91,6 @@ def _compare_gradient(got, expected: torch.Tensor, where: str, name: str, of: st
         atol=_atol(expected),
         name=name,
         advice=f": {rule}",
-        same_dtype=True,
         **options,
     )
 
@@ -111,6 +110,11 @@ KEEPDIM = (
 )
 
 
+def _softmax_backward(probs: torch.Tensor, grad_probs: torch.Tensor) -> torch.Tensor:
+    """The right rule, for the mistakes built on it: (..., T) -> (..., T)."""
+    return probs * (grad_probs - (grad_probs * probs).sum(-1, keepdim=True))
+
+
 def _softmax_mistakes(probs: torch.Tensor, grad_probs: torch.Tensor) -> dict[str, torch.Tensor]:
     """Wrong-but-plausible dL/dscores, each keyed by the sentence that explains it."""
     row_sum = (grad_probs * probs).sum(-1, keepdim=True)  # (..., T_rows, 1)
@@ -127,6 +131,25 @@ def _softmax_mistakes(probs: torch.Tensor, grad_probs: torch.Tensor) -> dict[str
         * (grad_probs - grad_probs.sum(-1, keepdim=True)),
         "you returned grad_probs unchanged, as if softmax were the identity: the gradient passes through "
         f"softmax's Jacobian, {SOFTMAX_RULE}": grad_probs,
+        "you kept only the diagonal of softmax's Jacobian, probs * (1 - probs) * grad_probs: every prob of a row "
+        f"depends on every score of that row, and the off-diagonal terms -p_i p_j give the row sum: {SOFTMAX_RULE}": (
+            probs * (1 - probs) * grad_probs
+        ),
+        "the diagonal term is missing: the Jacobian diag(probs) - probs probs^T gives probs * grad_probs minus "
+        f"the row-sum term, {SOFTMAX_RULE}": -probs * row_sum,
+        "only grad_probs is multiplied by probs, the row sum is not: probs multiplies the whole bracket, "
+        f"{SOFTMAX_RULE}": probs * grad_probs - row_sum,
+        f"your gradient has the opposite sign everywhere (a minus sign too many): {SOFTMAX_RULE}": -_softmax_backward(
+            probs, grad_probs
+        ),
+        f"the row-sum term is averaged (.mean) over the row; it is a sum: {ROW_SUM}": probs
+        * (grad_probs - (grad_probs * probs).mean(-1, keepdim=True)),
+        f"the row sum runs over the whole tensor (.sum() without dim): each row has its own, {ROW_SUM}": probs
+        * (grad_probs - (grad_probs * probs).sum()),
+        "you applied softmax to probs again: probs already are softmax(scores), so use them as they come, "
+        f"{SOFTMAX_RULE}": _softmax_backward(probs.softmax(-1), grad_probs),
+        "that is the backward of log_softmax, grad_probs - probs * grad_probs.sum(-1, keepdim=True); softmax's "
+        f"own is {SOFTMAX_RULE}": grad_probs - probs * grad_probs.sum(-1, keepdim=True),
     }
     if probs.shape[-2] == probs.shape[-1] and probs.ndim == 2:  # (T,) broadcasts against (T, T)
         mistakes[KEEPDIM] = probs * (grad_probs - row_sum[..., 0])
@@ -185,6 +208,7 @@ ATTENTION_RULES = {
     "grad_k": "grad_k = dS^T @ q * scale, dS the gradient of the scores",
     "grad_v": "grad_v = probs^T @ grad_out",
 }
+DS_RULE = "dS = probs * (dP - (dP * probs).sum(-1, keepdim=True)), dP = grad_out @ v^T"
 PRODUCT_SHAPES = (
     "check each product's shape (per image and head): grad_v = probs^T @ grad_out is (S, dv), "
     "dP = grad_out @ v^T is (T, S), grad_q = dS @ k * scale is (T, d), grad_k = dS^T @ q * scale is (S, d)"
@@ -204,6 +228,13 @@ def _attention_mistakes(q, k, v, grad_out, right: Grads) -> dict[str, Grads]:
     probs = (q @ k.transpose(-2, -1) * scale).softmax(-1)  # (B, heads, T, S)
     grad_probs = grad_out @ v.transpose(-2, -1)  # dP, (B, heads, T, S)
     no_row_sum = probs * grad_probs  # dS without the row-sum term
+    row_sum = (grad_probs * probs).sum(-1, keepdim=True)  # (B, heads, T, 1)
+
+    def through(grad_scores: torch.Tensor) -> Grads:
+        """The gradients of q, k and v from a (maybe wrong) dS, the rest right."""
+        return grad_scores @ k * scale, grad_scores.transpose(-2, -1) @ q * scale, grad_v
+
+    scores = q @ k.transpose(-2, -1) * scale  # (B, heads, T, S)
     mistakes = {
         "the scale is left out of grad_q and grad_k: the scores are q @ k^T * scale, so the gradients of q and k "
         "both carry it: grad_q = dS @ k * scale, grad_k = dS^T @ q * scale": (grad_q / scale, grad_k / scale, grad_v),
@@ -229,9 +260,25 @@ def _attention_mistakes(q, k, v, grad_out, right: Grads) -> dict[str, Grads]:
             grad_q,
             grad_v,
         ),
+        f"the softmax backward is skipped: dP, the gradient of the probs, passes through softmax's backward before "
+        f"the products, {DS_RULE}": through(grad_probs),
+        f"the row-sum term has the wrong sign in dS: subtract it, {DS_RULE}": through(probs * (grad_probs + row_sum)),
+        "dS's row sum runs over the wrong axis (dim=-2): each query's row of probs sums to 1, so the sum runs over "
+        f"the keys, the last axis: {DS_RULE}": through(
+            probs * (grad_probs - (grad_probs * probs).sum(-2, keepdim=True))
+        ),
+        f"dS is not multiplied by probs: probs multiplies the whole bracket, {DS_RULE}": through(grad_probs - row_sum),
+        "grad_v is built from the scores; it comes from the weights, their softmax: grad_v = probs^T @ grad_out": (
+            grad_q,
+            grad_k,
+            scores.transpose(-2, -1) @ grad_out,
+        ),
+        "every gradient has the opposite sign (a minus sign too many): grad_q = dS @ k * scale, "
+        "grad_k = dS^T @ q * scale, grad_v = probs^T @ grad_out": (-grad_q, -grad_k, -grad_v),
+        "grad_q and grad_k are multiplied by sqrt(d); the scale is 1 / sqrt(d): grad_q = dS @ k * scale, "
+        "grad_k = dS^T @ q * scale": (grad_q / scale**2, grad_k / scale**2, grad_v),
     }
     if q.shape[-2] == k.shape[-2]:  # T == S: these products run, with the wrong values
-        row_sum = (grad_probs * probs).sum(-1, keepdim=True)
         grad_scores = probs * (grad_probs - row_sum)  # dS, (B, heads, T, S)
         mistakes["a missing transpose in grad_k: grad_k = dS^T @ q * scale, not dS @ q * scale"] = (
             grad_q,
@@ -242,12 +289,31 @@ def _attention_mistakes(q, k, v, grad_out, right: Grads) -> dict[str, Grads]:
             "grad_v = probs @ grad_out is missing a transpose: value j collects grad_out from every query that "
             "attended to it, grad_v = probs^T @ grad_out"
         ] = (grad_q, grad_k, probs @ grad_out)
+        mistakes[
+            "grad_q is built from q; the scores are q @ k^T, so q's gradient comes through k: grad_q = dS @ k * scale"
+        ] = (
+            grad_scores @ q * scale,
+            grad_k,
+            grad_v,
+        )
+        mistakes["grad_k is built from k; k's gradient comes through q: grad_k = dS^T @ q * scale"] = (
+            grad_q,
+            grad_scores.transpose(-2, -1) @ k * scale,
+            grad_v,
+        )
+        mistakes[
+            "grad_v multiplies the weights by v; it multiplies them by the gradient that reaches out: "
+            "grad_v = probs^T @ grad_out"
+        ] = (grad_q, grad_k, probs.transpose(-2, -1) @ v)
     return mistakes
 
 
 def _explain_products(error: Exception) -> str | None:
-    """A matrix product whose shapes do not fit: the shapes each product should have."""
+    """A matrix product whose shapes do not fit: the shapes each product should have; a broadcast that
+    fails: most likely dS's row sum without keepdim."""
     text = str(error)
+    if "must match the size of tensor" in text:
+        return f"dS's row sum lost its axis? Without keepdim=True it does not line up with the rows: {DS_RULE}"
     return PRODUCT_SHAPES if "cannot be multiplied" in text or "batch2 tensor" in text else None
 
 
@@ -305,6 +371,8 @@ UNBIASED = (
     "x.var(-1, keepdim=True, unbiased=False), or ((x - mean) ** 2).mean(-1, keepdim=True)"
 )
 NO_EPS = "eps is missing: rstd = 1 / sqrt(var + eps), as in the forward"
+EPS_OUTSIDE = "eps is added outside the square root: rstd = 1 / sqrt(var + eps), as in the forward"
+WEIGHT_BIAS_SWAPPED = "grad_weight and grad_bias are swapped: return (grad_x, grad_weight, grad_bias), in that order"
 
 
 def _normalised(x: torch.Tensor, eps: float, correction: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -317,16 +385,21 @@ def _layer_norm_mistakes(x, weight, grad_out) -> dict[str, dict[str, torch.Tenso
     """For each output, its wrong-but-plausible values, each keyed by the sentence that explains it."""
     lead = tuple(range(x.ndim - 1))  # every axis but the last
 
-    def grad_x(x_hat, rstd, g_hat, mean_term=True, variance_term=True):
-        grad = g_hat - g_hat.mean(-1, keepdim=True) if mean_term else g_hat
+    def grad_x(x_hat, rstd, g_hat, mean_term=True, variance_term=True, mean_of=None, variance_of=None, reduce="mean"):
+        """rstd * (g_hat - mean term - variance term), each term switchable, or taken of another gradient."""
+        gather = (lambda t: t.mean(-1, keepdim=True)) if reduce == "mean" else (lambda t: t.sum(-1, keepdim=True))
+        grad = g_hat - gather(g_hat if mean_of is None else mean_of) if mean_term else g_hat
         if variance_term:
-            grad = grad - x_hat * (g_hat * x_hat).mean(-1, keepdim=True)
+            grad = grad - x_hat * gather((g_hat if variance_of is None else variance_of) * x_hat)
         return rstd * grad
 
     x_hat, rstd = _normalised(x, EPS)
     unbiased_hat, unbiased_rstd = _normalised(x, EPS, correction=1)
     no_eps_hat, no_eps_rstd = _normalised(x, 0.0)
+    outside_rstd = 1 / (x.var(-1, keepdim=True, correction=0).sqrt() + EPS)  # eps outside the square root
+    outside_hat = (x - x.mean(-1, keepdim=True)) * outside_rstd
     g_hat = grad_out * weight  # (..., D)
+    right_x = grad_x(x_hat, rstd, g_hat)
     weight_rule, bias_rule = LAYER_NORM_RULES["grad_weight"], LAYER_NORM_RULES["grad_bias"]
     return {
         "grad_x": {
@@ -340,16 +413,44 @@ def _layer_norm_mistakes(x, weight, grad_out) -> dict[str, dict[str, torch.Tenso
             f"reaching x_hat is g_hat = grad_out * weight: {GRAD_X_RULE}": grad_x(x_hat, rstd, grad_out),
             UNBIASED: grad_x(unbiased_hat, unbiased_rstd, g_hat),
             NO_EPS: grad_x(no_eps_hat, no_eps_rstd, g_hat),
+            EPS_OUTSIDE: grad_x(outside_hat, outside_rstd, g_hat),
+            "both the mean term and the variance term are missing from grad_x: every x_i moves the mean and the "
+            f"variance, which every output uses: {GRAD_X_RULE}": grad_x(
+                x_hat, rstd, g_hat, mean_term=False, variance_term=False
+            ),
+            "rstd is missing from grad_x: the forward divides by sqrt(var + eps), so the gradient is divided by "
+            f"it too: {GRAD_X_RULE}": right_x / rstd,
+            "grad_x is multiplied by the standard deviation sqrt(var + eps); it is divided by it, rstd = "
+            f"1 / sqrt(var + eps): {GRAD_X_RULE}": right_x / rstd**2,
+            f"the variance term has the wrong sign: subtract it, {GRAD_X_RULE}": rstd
+            * (g_hat - g_hat.mean(-1, keepdim=True) + x_hat * (g_hat * x_hat).mean(-1, keepdim=True)),
+            "the mean term averages grad_out; it averages g_hat = grad_out * weight, the gradient that reaches "
+            f"x_hat: {GRAD_X_RULE}": grad_x(x_hat, rstd, g_hat, mean_of=grad_out),
+            "the variance term uses grad_out; it uses g_hat = grad_out * weight, the gradient that reaches "
+            f"x_hat: {GRAD_X_RULE}": grad_x(x_hat, rstd, g_hat, variance_of=grad_out),
+            "the mean and variance terms are summed over the features; they are means, .mean(-1, keepdim=True) "
+            f"(a sum divided by D): {GRAD_X_RULE}": grad_x(x_hat, rstd, g_hat, reduce="sum"),
+            "weight multiplies the whole bracket; it goes in first, g_hat = grad_out * weight, since the means "
+            f"mix the features: {GRAD_X_RULE}": weight * grad_x(x_hat, rstd, grad_out),
         },
         "grad_weight": {
             NOT_SUMMED.format(name="grad_weight", rule=weight_rule): grad_out * x_hat,
             AVERAGED.format(name="grad_weight", rule=weight_rule): (grad_out * x_hat).mean(lead),
             UNBIASED: (grad_out * unbiased_hat).sum(lead),
             NO_EPS: (grad_out * no_eps_hat).sum(lead),
+            EPS_OUTSIDE: (grad_out * outside_hat).sum(lead),
+            "grad_weight multiplies grad_out by x; the weight scales the normalised x_hat = (x - mean) * rstd, "
+            f"so {weight_rule}": (grad_out * x).sum(lead),
+            "grad_weight multiplies by g_hat = grad_out * weight; the weight's own gradient does not hold the "
+            f"weight: {weight_rule}": (g_hat * x_hat).sum(lead),
+            WEIGHT_BIAS_SWAPPED: grad_out.sum(lead),
         },
         "grad_bias": {
             NOT_SUMMED.format(name="grad_bias", rule=bias_rule): grad_out,
             AVERAGED.format(name="grad_bias", rule=bias_rule): grad_out.mean(lead),
+            "grad_bias multiplies grad_out by weight; the bias is added after the weight, so its gradient is "
+            f"{bias_rule}": g_hat.sum(lead),
+            WEIGHT_BIAS_SWAPPED: (grad_out * x_hat).sum(lead),
         },
     }
 
@@ -445,6 +546,23 @@ def _residual_mistakes(grad_y: torch.Tensor, norm_vjp: Callable, branch_vjp: Cal
         + branch_vjp(norm_vjp(grad_y)),
         "the LayerNorm is skipped: the branch reads LN(x), so its gradient passes back through the norm too, "
         f"{RESIDUAL_RULE}": grad_y + branch_vjp(grad_y),
+        "the identity path goes through the norm too: only the branch reads LN(x); x itself is added "
+        f"unchanged, so grad_y comes back as it is: {RESIDUAL_RULE}": norm_vjp(grad_y + branch_vjp(grad_y)),
+        "the two paths are multiplied; a sum in the forward (x + f(LN(x))) adds the gradients in the backward: "
+        f"{RESIDUAL_RULE}": grad_y * through,
+        f"the two paths are subtracted; they add: {RESIDUAL_RULE}": grad_y - through,
+        f"the two paths are averaged; they add, each with its full weight: {RESIDUAL_RULE}": (grad_y + through) / 2,
+        f"grad_y is counted twice: the identity path carries it once, {RESIDUAL_RULE}": 2 * grad_y + through,
+        "the norm's and the branch's vjps are added as if they were two paths; they are chained, since the branch "
+        f"reads the norm's output: {RESIDUAL_RULE}": grad_y + norm_vjp(grad_y) + branch_vjp(grad_y),
+        "that is the branch's vjp alone: the gradient also passes back through the norm (norm_vjp), and the "
+        f"identity path adds grad_y: {RESIDUAL_RULE}": branch_vjp(grad_y),
+        "that is the norm's vjp of grad_y alone: the branch's vjp comes first, then the norm's, and the identity "
+        f"path adds grad_y: {RESIDUAL_RULE}": norm_vjp(grad_y),
+        "the residual path is missing and the vjps run in the forward's order: backward runs the forward in "
+        f"reverse, the branch's vjp first, then the norm's; and add grad_y: {RESIDUAL_RULE}": branch_vjp(
+            norm_vjp(grad_y)
+        ),
     }
 
 
@@ -465,7 +583,14 @@ def check_residual_backward(fn: Callable[[torch.Tensor, Callable, Callable], tor
         norm_vjp = _vjp(norm, x, "norm_vjp")
         branch_vjp = _vjp(branch, norm(x), "branch_vjp")
         where = f"for x of shape {shape}"
-        got = call_learner(fn, grad_y.clone(), norm_vjp, branch_vjp, where=where)
+        got = call_learner(fn, grad_y.clone(), norm_vjp, branch_vjp, returns=object, where=where)
+        if isinstance(got, tuple | list) and len(got) > 1 and all(isinstance(t, torch.Tensor) for t in got):
+            raise CheckFailed(
+                f"expected one tensor, grad_x, got {describe(got)} {where}: the two paths' gradients reach the same "
+                f"x, so add them into one, {RESIDUAL_RULE}"
+            )
+        if not isinstance(got, torch.Tensor):
+            raise CheckFailed(f"expected a torch.Tensor, got {describe(got)} {where}")
         verdicts.append(
             _compare_gradient(
                 got,

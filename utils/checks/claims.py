@@ -4,7 +4,6 @@ gradient norm), and the verdict on two sets of runs (means, spreads, Welch's tes
 import copy
 import difflib
 import math
-import numbers
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.checks.core import CheckFailed, call_learner, describe
+from utils.checks.core import CheckFailed, call_learner, describe, python_number, real_number
 from utils.experiments import ALPHA, compare
 from utils.inspection import readout_gradient_norm
 from utils.runtime import torch_threads
@@ -70,6 +69,8 @@ READOUT_CASES = [
     ReadoutCase(dict(pool="mean", fc_norm=True), batch=5, seed=2),  # the mean, then a LayerNorm
     ReadoutCase(dict(dropout=0.1), train=True, seed=3),  # dropout on until the model is put in eval mode
 ]
+
+DROPOUT_SEEDS = (1, 2)  # two draws of dropout's masks whose readout norms differ (a test checks it)
 
 CAPTURE = "capture the head's own input with a forward hook on model.head (args[0])"
 
@@ -149,22 +150,22 @@ def _close(got: float, expected: float) -> bool:
 
 
 def _readout_value(result: object, where: str) -> float:
-    """The learner's result as a float; CheckFailed naming what came otherwise."""
-    if isinstance(result, torch.Tensor):
-        if result.requires_grad:
-            raise CheckFailed(
-                f"return the value as a float (.item()), got {describe(result)} that still needs grad {where}: "
-                "it keeps the whole computation graph alive, and .item() gives the plain number"
-            )
-        if result.numel() > 1:
-            raise CheckFailed(
-                f"return one number, the mean over the images, got {describe(result)} {where}: average the "
-                "norms, .mean(), then .item()"
-            )
-        raise CheckFailed(f"return the value as a float (.item()), got {describe(result)} {where}")
-    if isinstance(result, bool | numbers.Integral) or not isinstance(result, numbers.Real):
+    """The learner's result as a float (a Python or NumPy number, a 0-d tensor or array will do);
+    CheckFailed naming what came otherwise."""
+    if isinstance(result, torch.Tensor) and result.requires_grad:
+        raise CheckFailed(
+            f"return the value as a float (.item()), got {describe(result)} that still needs grad {where}: "
+            "it keeps the whole computation graph alive, and .item() gives the plain number"
+        )
+    number = python_number(result, "your value", where)
+    if isinstance(number, torch.Tensor | np.ndarray):  # more than one number
+        raise CheckFailed(
+            f"return one number, the mean over the images, got {describe(result)} {where}: average the "
+            "norms, .mean(), then .item()"
+        )
+    if isinstance(number, bool | int) or not isinstance(number, float):
         raise CheckFailed(f"expected a float, got {describe(result)} {where}")
-    value = float(result)
+    value = float(number)
     if not math.isfinite(value):
         raise CheckFailed(f"your function returned {value} {where}; a norm of a gradient is a finite number")
     return value
@@ -259,12 +260,20 @@ def _readout_failure(value: float, reference: float, variants: dict[str, float],
     for sentence, wrong in variants.items():
         if _close(value, wrong):
             return sentence.format(where=case.where)
-    if case.train:
-        model, images, labels = case.build()
-        again = _readout_value(call_learner(fn, model, images, labels, returns=object, where=case.where), case.where)
-        if not _close(again, value):
+    if case.train:  # two calls under two seeds of the global generator (the learner's own is left alone)
+        values = []
+        for seed in DROPOUT_SEEDS:
+            model, images, labels = case.build()
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                values.append(
+                    _readout_value(
+                        call_learner(fn, model, images, labels, returns=object, where=case.where), case.where
+                    )
+                )
+        if not _close(*values):
             return (
-                f"your value changes from call to call, {value:.5g} then {again:.5g} {case.where}: the model "
+                f"your value changes from call to call, {values[0]:.5g} then {values[1]:.5g} {case.where}: the model "
                 "stayed in train mode, where dropout is on; measure in eval mode (model.eval()), then put the "
                 "model back in the mode it came in"
             )
@@ -354,15 +363,6 @@ def _keyed(result: object, where: str) -> Mapping:
     return result
 
 
-def _number(value: object, key: str, where: str) -> float:
-    """A value of the dict as a float; CheckFailed unless it is a real number."""
-    if isinstance(value, torch.Tensor):
-        raise CheckFailed(f"{key} must be a number, got {describe(value)} {where}: take it out with .item()")
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise CheckFailed(f"{key} must be a number, got {describe(value)} {where}")
-    return float(value)
-
-
 def _same(got: float, expected: float) -> bool:
     return math.isclose(got, expected, rel_tol=VERDICT_RTOL, abs_tol=1e-12)
 
@@ -378,6 +378,7 @@ class _Verdict:
     p: float
     best_a: float
     population_std_a: float
+    standard_error_a: float
     p_variants: dict[str, float]
 
     @classmethod
@@ -415,6 +416,7 @@ class _Verdict:
             p=reference.p,
             best_a=max(a),
             population_std_a=float(np.std(a)),
+            standard_error_a=reference.a.std / math.sqrt(n_a),
             p_variants=p_variants,
         )
 
@@ -445,6 +447,11 @@ def _check_means_and_stds(got: dict[str, float], ref: _Verdict, where: str) -> N
                 "the seeds are a sample of all possible runs: the sample standard deviation divides by n - 1, "
                 "np.std(a, ddof=1) or statistics.stdev(a)"
             )
+        if _same(got["std_a"], ref.standard_error_a):
+            raise CheckFailed(
+                f"std_a is the standard error of the mean, std / sqrt(n) {where}: the spread of the seeds "
+                "themselves is the standard deviation, np.std(a, ddof=1)"
+            )
         if _same(got["std_a"], ref.std_a**2):
             raise CheckFailed(f"std_a is the variance {where}: the standard deviation is its square root")
         key = "std_a" if not _same(got["std_a"], ref.std_a) else "std_b"
@@ -466,6 +473,8 @@ def _check_p(p: float, ref: _Verdict, where: str) -> None:
     for sentence, wrong in ref.p_variants.items():
         if math.isfinite(wrong) and _same(p, wrong):
             raise CheckFailed(f"{sentence} {where}")
+    if _same(p, 100 * ref.p):
+        raise CheckFailed(f"p is 100 times Welch's p {where}: a p-value is a probability from 0 to 1, not a percentage")
     raise CheckFailed(
         f"p = {p:.6g}, expected {ref.p:.6g} {where}: the two-sided p-value of Welch's t-test, "
         "scipy.stats.ttest_ind(a, b, equal_var=False).pvalue"
@@ -553,9 +562,9 @@ def check_verdict(fn: Callable[[list, list], dict]) -> None:
             warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
             result = call_learner(fn, list(a), list(b), returns=object, where=where, explain=_explain_verdict)
         result = _keyed(result, where)
-        got = {key: _number(result[key], key, where) for key in KEYS if key != "significant"}
-        significant = result["significant"]
-        if not isinstance(significant, bool | np.bool_):
+        got = {key: real_number(result[key], key, where) for key in KEYS if key != "significant"}
+        significant = python_number(result["significant"], "significant", where)  # np.bool_, a 0-d tensor: bool
+        if not isinstance(significant, bool):
             raise CheckFailed(f"significant must be True or False, got {describe(significant)} {where}")
         reference = _Verdict.of(a, b)
         _check_means_and_stds(got, reference, where)

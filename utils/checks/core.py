@@ -4,15 +4,21 @@ A checker prints one line when the learner's function is right ("exact" or "appr
 difference ...") and raises CheckFailed with a sentence a learner understands when it is not.
 A blank exercise raises NotImplementedError, which passes through untouched; anything else the
 learner's function raises or returns (None, a string, a tensor of the wrong dtype, NaN) becomes a
-CheckFailed that names what came.
+CheckFailed that names what came, and so does a function that runs for more than TIME_LIMIT seconds
+(an endless loop): it is stopped. A right answer of another kind passes: a float64 tensor where the
+reference is float32, a 0-d tensor, a NumPy number or a 0-d array where a Python number is expected.
 """
 
+import contextlib
 import dis
 import math
 import os
 import re
+import signal
 import sysconfig
-from collections.abc import Callable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +58,8 @@ def describe(value: Any) -> str:
     if value is None:
         return "None (did your function forget to `return` its result?)"
     if isinstance(value, torch.Tensor):
-        return f"{kind} of dtype {str(value.dtype).removeprefix('torch.')} and shape {tuple(value.shape)}"
+        device = " on the meta device" if value.is_meta else ""
+        return f"{kind} of dtype {str(value.dtype).removeprefix('torch.')} and shape {tuple(value.shape)}{device}"
     if isinstance(value, tuple | list):
         names = ", ".join(type(item).__name__ for item in value[:4]) + (", ..." if len(value) > 4 else "")
         return f"{kind} of {len(value)} ({names})"
@@ -94,6 +101,49 @@ def _explain_torch_error(error: Exception) -> str:
 
 
 MAX_QUOTED = 300  # characters of the learner's error message quoted in a failure (torch's can fill a screen)
+TIME_LIMIT = 60.0  # seconds a learner's function may run before it is stopped; a right answer takes a few at most
+
+
+class _Overtime(BaseException):
+    """Raised inside the learner's function when its time is up; a BaseException, so that an
+    `except Exception` in the learner's code does not swallow it."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise _Overtime in the block once it has run `seconds`: a SIGALRM timer (ITIMER_REAL),
+    whose previous handler and timer are restored afterwards. Only in the main thread of a system
+    with setitimer (Linux, macOS); elsewhere (another thread, Windows) the block runs without a limit.
+    A Ctrl-C is left alone: it still raises KeyboardInterrupt."""
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def overtime(signum, frame):
+        raise _Overtime
+
+    previous = signal.signal(signal.SIGALRM, overtime)
+    outer, interval = signal.setitimer(signal.ITIMER_REAL, seconds)  # an earlier timer's time left, if any
+    start = time.monotonic()
+    try:
+        try:
+            yield
+        finally:  # nested: should the alarm go off right here, the handler is still put back below
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+        if outer:
+            left = max(outer - (time.monotonic() - start), 1e-6)  # 1e-6: overdue, it goes off at once
+            signal.setitimer(signal.ITIMER_REAL, left, interval)
+
+
+def _overtime_message(case: str) -> str:
+    seconds = f"{TIME_LIMIT:g} s"
+    return (
+        f"your function ran for more than {seconds}{case} and was stopped: an endless loop (a `while` whose "
+        "condition never changes?), or a Python loop over every pixel or number? Tensor operations on "
+        "whole tensors take well under a second here"
+    )
 
 
 def call_learner(
@@ -122,7 +172,10 @@ def call_learner(
             "e.g. check_patchify(my_patchify), not check_patchify(my_patchify(images, 8))"
         )
     try:
-        result = fn(*args)
+        with _time_limit(TIME_LIMIT):
+            result = fn(*args)
+    except _Overtime:
+        raise CheckFailed(_overtime_message(case)) from None
     except NotImplementedError as error:
         if is_blank_exercise(error):
             raise
@@ -140,6 +193,32 @@ def call_learner(
     raise CheckFailed(f"your function raised {type(failure).__name__}{case}: {text}{hint}") from failure
 
 
+def raise_if_meta(value: Any, what: str, where: str = "", hint: str = "") -> None:
+    """CheckFailed when `value` is a tensor on the meta device: it has a shape but no values to check.
+
+    Args:
+        what: the value's name, e.g. "the parameter count"; hint: what to do instead, after a colon.
+    """
+    if isinstance(value, torch.Tensor) and value.is_meta:
+        case = f" {where}" if where else ""
+        advice = f": {hint}" if hint else ""
+        raise CheckFailed(f"{what} is a tensor on the meta device{case}, which keeps shapes but no values{advice}")
+
+
+def python_number(value: Any, what: str, where: str = "") -> Any:
+    """The Python number a torch or NumPy number holds (a 0-d or one-element tensor or array, a NumPy
+    scalar); any other value as it is. A tensor on the meta device holds none: CheckFailed.
+
+    Args:
+        what: the number's name in the message, e.g. "the loss".
+    """
+    raise_if_meta(value, what, where, "return the number itself (p.numel(), len(...) and int(...) give Python ints)")
+    array = isinstance(value, torch.Tensor) or type(value).__module__ == "numpy"
+    if array and math.prod(getattr(value, "shape", (0,))) == 1:
+        return value.item()
+    return value
+
+
 def whole_number(value: Any, what: str, where: str = "") -> int:
     """`value` as an int when it is a whole number (an int, a whole float, a NumPy or one-element torch
     number); CheckFailed naming what came otherwise (a bool, a fraction, NaN, a string, None, ...).
@@ -148,14 +227,26 @@ def whole_number(value: Any, what: str, where: str = "") -> int:
         what: the number's name in the message, e.g. "num_tokens".
     """
     case = f" {where}" if where else ""
-    one_element_array = isinstance(value, torch.Tensor) or type(value).__module__ == "numpy"
-    one_element_array = one_element_array and math.prod(getattr(value, "shape", (0,))) == 1
-    number = value.item() if one_element_array else value  # a torch or NumPy number -> a Python one
+    number = python_number(value, what, where)
     if isinstance(number, bool) or not isinstance(number, int | float):
         raise CheckFailed(f"{what} must be a whole number, got {describe(value)}{case}")
     if isinstance(number, float) and not (math.isfinite(number) and number.is_integer()):
         raise CheckFailed(f"{what} must be a whole number, got {number!r}{case}")
     return int(number)
+
+
+def real_number(value: Any, what: str, where: str = "") -> float:
+    """`value` as a float when it is one real number (an int or a float, a NumPy or one-element torch
+    number, NaN and infinity included); CheckFailed naming what came otherwise (a bool, a string, ...).
+
+    Args:
+        what: the number's name in the message, e.g. "p".
+    """
+    number = python_number(value, what, where)
+    if isinstance(number, bool) or not isinstance(number, int | float):
+        case = f" {where}" if where else ""
+        raise CheckFailed(f"{what} must be a number, got {describe(value)}{case}")
+    return float(number)
 
 
 def match_or_raise(got: torch.Tensor, expected: torch.Tensor, atol: float = 1e-6) -> str:
@@ -221,31 +312,29 @@ def raise_if_wrong_shape(
 
 _DTYPE_HINTS = {
     torch.bool: "True/False values came back (a comparison, or the mask itself), not numbers",
-    torch.float64: "float64 comes from NumPy arrays or dtype=torch.float64; convert it with .float()",
+    torch.float32: "float32 keeps about 7 digits of the float64 inputs' 16; a tensor made without dtype= "
+    "(torch.zeros(shape)) or with .float() is float32: keep the inputs' dtype (torch.zeros_like(x), dtype=x.dtype)",
     torch.float16: "half precision loses digits; compute in float32",
     torch.bfloat16: "half precision loses digits; compute in float32",
 }
 
 
-def _dtype_is_fine(got: torch.dtype, expected: torch.dtype, same_dtype: bool) -> bool:
+def _dtype_is_fine(got: torch.dtype, expected: torch.dtype) -> bool:
     """Whether a result of dtype `got` may be compared with a reference of dtype `expected`: the same
-    dtype, or (unless same_dtype) a float of 32 bits or more for a float reference, or any dtype
-    against a reference that is not a float."""
-    if got == expected or not (same_dtype or expected.is_floating_point):
+    dtype, a float of at least as many bits for a float reference (float64 for float32: its values
+    are compared), or any dtype against a reference that is not a float."""
+    if got == expected or not expected.is_floating_point:
         return True
-    if same_dtype or not got.is_floating_point:
-        return False
-    return torch.finfo(got).bits >= min(torch.finfo(expected).bits, 32)  # half precision loses the reference's digits
+    return got.is_floating_point and torch.finfo(got).bits >= torch.finfo(expected).bits
 
 
-def raise_if_not_like(got: Any, expected: torch.Tensor, where: str, name: str = "", same_dtype: bool = False) -> None:
+def raise_if_not_like(got: Any, expected: torch.Tensor, where: str, name: str = "") -> None:
     """Raise CheckFailed when `got` is not an ordinary (dense, not sparse or nested) tensor on
     expected's device whose dtype can hold the reference's values: an integer, boolean, complex or
-    half-precision tensor for a float reference.
+    less precise float tensor for a float reference (float16 for float32, float32 for float64).
 
     Args:
         name: what `got` is, e.g. "weights", put in front of the message.
-        same_dtype: refuse any other dtype too, e.g. float64 for a float32 reference.
     """
     label = f"{name}: " if name else ""
     if not isinstance(got, torch.Tensor):
@@ -256,13 +345,16 @@ def raise_if_not_like(got: Any, expected: torch.Tensor, where: str, name: str = 
             f"{label}expected an ordinary (dense) tensor, got a {kind} one {where}: build the result with "
             "ordinary tensor operations (a sparse tensor becomes dense with .to_dense())"
         )
-    if not _dtype_is_fine(got.dtype, expected.dtype, same_dtype):
+    if not _dtype_is_fine(got.dtype, expected.dtype):
         dtype, wanted = (str(t).removeprefix("torch.") for t in (got.dtype, expected.dtype))
         if got.dtype.is_floating_point or got.dtype.is_complex or got.dtype == torch.bool:
             hint = _DTYPE_HINTS.get(got.dtype, f"convert it with .to(torch.{wanted})")
         else:
             hint = "whole numbers lose the fractions; keep the inputs' float dtype (torch.arange and // give integers)"
         raise CheckFailed(f"{label}expected a {wanted} tensor, got {dtype} {where}: {hint}")
+    raise_if_meta(
+        got, name or "your result", where, "make it on the CPU, like the inputs (not inside torch.device('meta'))"
+    )
     if got.device != expected.device:
         raise CheckFailed(
             f"{label}expected a tensor on {expected.device}, like the inputs, got one on {got.device} {where}"
@@ -300,7 +392,6 @@ def compare(
     name: str = "",
     advice: str = "",
     nan_hint: str = "",
-    same_dtype: bool = False,
 ) -> str:
     """Compare the learner's tensor with the reference: type, dtype and device, shape, then values, then
     the known mistakes (a known mistake of a wrong shape that shape_hints does not explain is named
@@ -318,12 +409,10 @@ def compare(
         name: what `got` is, e.g. "weights", put in front of the generic message ("weights: values differ ...").
         advice: appended to the generic message, with its own separator, e.g. ": out = weights @ v".
         nan_hint: what usually puts NaN or inf in this exercise's result, added to that message.
-        same_dtype: refuse a result of any other dtype than the reference's (float64 for float32 too);
-            by default only one that cannot hold its values (an integer, a boolean, a half-precision float).
     Returns:
         the verdict, "exact" or "approximate (max difference ...)".
     """
-    raise_if_not_like(got, expected, where, name, same_dtype)
+    raise_if_not_like(got, expected, where, name)
     got, mistakes = got.detach(), mistakes or {}
     if got.shape != expected.shape and tuple(got.shape) not in (shape_hints or {}):
         raise_if_known_mistake(got, mistakes, where, atol=mistake_atol, rtol=mistake_rtol)
@@ -347,6 +436,23 @@ def compare(
         raise CheckFailed(diagnosis)
     label = f"{name}: " if name else ""
     raise CheckFailed(f"{label}{difference} {where}{advice}")
+
+
+def other_numbers(got: torch.Tensor, source: torch.Tensor, what: str, where: str) -> str | None:
+    """For an exercise that only moves numbers around (a reshape, a permute): a message when `got`
+    holds other numbers than `source` (scaled, averaged, padded, one image copied, ...), else None.
+
+    Args:
+        what: the exercise's name, e.g. "patchify".
+    """
+    values, wanted = got.detach().flatten().double().sort().values, source.flatten().double().sort().values
+    if values.shape == wanted.shape and torch.allclose(values, wanted, rtol=0, atol=1e-6):
+        return None
+    return (
+        f"your result holds other numbers than the input {where}: {what} only moves the numbers to new places "
+        "(reshape, permute, transpose), with no arithmetic on them (no scaling, sum or mean) and none left out "
+        "or repeated"
+    )
 
 
 def _kind(t: torch.Tensor) -> tuple:

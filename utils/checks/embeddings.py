@@ -55,6 +55,14 @@ def _token_variants(patches, E, cls_token, pos_embed) -> dict[str, torch.Tensor]
         "the class token got no position entry and the patches got the wrong rows: pos_embed[:, :N] "
         "shifts every patch by one; row 0 belongs to the class token, add the whole table after "
         "prepending it": torch.cat([cls, tokens + pos_embed[:, :N]], dim=1),
+        "the class token is added to every patch token too; it is a token of its own, only prepended: "
+        "z0 = [cls; tokens] + pos_embed": torch.cat([cls, tokens + cls_token], dim=1) + pos_embed,
+        "every token got pos_embed's first row; each token gets its own row, so add the whole (1, N + 1, D) "
+        "table: z0 = [cls; tokens] + pos_embed": torch.cat([cls, tokens], dim=1) + pos_embed[:, :1],
+        "the tokens are scaled by sqrt(D); eq. 1 adds no scale: z0 = [cls; patches @ E] + pos_embed": torch.cat(
+            [cls, tokens * E.shape[1] ** 0.5], dim=1
+        )
+        + pos_embed,
     }
 
 
@@ -154,7 +162,6 @@ def check_token_sequence(fn: Callable[..., torch.Tensor]) -> None:
                 mistakes=_token_variants(patches, E, cls_token, pos_embed),
                 mistake_atol=1e-4,
                 diagnose=only_token_0_wrong,
-                same_dtype=True,
             )
         )
     print(
@@ -340,8 +347,8 @@ def check_sincos_2d(fn: Callable[[int, int, int], torch.Tensor]) -> None:
     for rows, cols, D in SINCOS_CASES:
         expected = sincos_pos_embed_2d((rows, cols), D, cls_token=True)  # (1, 1 + N, D)
         N = rows * cols
-        got = call_learner(fn, rows, cols, D)
         where = f"for a {rows} x {cols} grid and D = {D}"
+        got = call_learner(fn, rows, cols, D, where=where)
         missing_class_row = "the class token's row is missing; prepend one all-zero row (it belongs to no patch)"
         one_axis = "only one axis is coded; concatenate the column code and the row code, D/2 channels each"
         too_many, per_axis = (
@@ -370,7 +377,6 @@ def check_sincos_2d(fn: Callable[[int, int, int], torch.Tensor]) -> None:
                 shape_hints=shape_hints,
                 atol=1e-5,
                 diagnose=lambda got: _name_sincos_table_mistake(got, expected, rows, cols, D, where),
-                same_dtype=True,
             )
         )
     print(f"✓ sincos_2d matches the reference table on {len(verdicts)} grids: {summarize(verdicts)}")
@@ -442,8 +448,8 @@ def check_resize_pos_embed(fn: Callable[..., torch.Tensor]) -> None:
     for old, new, D in RESIZE_CASES:
         pos_embed = torch.randn(1, 1 + old[0] * old[1], D, generator=generator)
         expected = resize_pos_embed(pos_embed, old, new)  # (1, 1 + N', D)
-        got = call_learner(fn, pos_embed.clone(), old, new)
         where = f"for a {old[0]} x {old[1]} -> {new[0]} x {new[1]} grid, D = {D}"
+        got = call_learner(fn, pos_embed.clone(), old, new, where=where)
         new_N = new[0] * new[1]
         shape_hints = {
             (1, new_N, D): "the class token's entry is missing; keep it apart and put it back in front",
@@ -469,7 +475,6 @@ def check_resize_pos_embed(fn: Callable[..., torch.Tensor]) -> None:
                 mistakes=_resize_variants(pos_embed, old, new),
                 mistake_atol=1e-4,
                 diagnose=class_entry_changed,
-                same_dtype=True,
             )
         )
     print(f"✓ resize matches the reference on {len(verdicts)} grids: {summarize(verdicts)}")
@@ -572,7 +577,6 @@ def check_xy_pos_embed(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor])
                 layout="(rows * cols, D)",
                 any_shape_hint="one row per patch, rows * cols of them, each D = 2 x D/2 wide",
                 mistakes=_xy_variants(x_embed, y_embed),
-                same_dtype=True,
             )
         )
         _raise_if_no_gradient(got, x_in, y_in, where)

@@ -177,7 +177,6 @@ def check_layer_scale_block(
                         any_shape_hint=f"a block maps (B, T, D) tokens to (B, T, D) tokens; {GAMMA_SHAPE}",
                         atol=1e-5,
                         mistakes=_block_variants(x, block),
-                        same_dtype=True,
                     )
                 )
             except CheckFailed:

@@ -65,6 +65,8 @@ def _rollout_variants(attn: torch.Tensor) -> dict[str, torch.Tensor]:
         "your rollout is transposed: row i must hold how much token i draws on each token, and sum to 1": _chain(
             fixed
         ).transpose(-2, -1),
+        "your rollout is the identity matrix: no layer was multiplied in (a loop over an empty range?); "
+        "multiply in every layer, rollout = layer @ rollout": torch.eye(attn.shape[-1]).expand_as(fixed[0]),
     }
 
 
@@ -84,6 +86,7 @@ def check_attention_rollout(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
             (depth, B, T, T): "you kept one matrix per layer; multiply the layers into one",
             (B, heads, T, T): "the heads are still there; average them (dim=2) before multiplying the layers",
             (B, T): "return the whole rollout, not only the class token's row",
+            (T, T): "you averaged over the images; keep one rollout per image, (B, T, T)",
         }
         verdicts.append(
             compare(
@@ -96,7 +99,6 @@ def check_attention_rollout(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
                 mistakes=_rollout_variants(attn),
                 advice="; go through the steps: average the heads, add the identity, "
                 "renormalise the rows, multiply the layers with later ones on the left",
-                same_dtype=True,
             )
         )
     print(f"✓ attention_rollout matches the reference on {len(verdicts)} cases: {summarize(verdicts)}")
@@ -214,7 +216,6 @@ def check_mean_attention_distance(fn: Callable[[torch.Tensor, int, int], torch.T
                 advice="; go through the steps: drop the class token's row and column, "
                 "renormalise each row over the patches, weight each key's distance in pixels from the "
                 "query, sum over the keys, average over the queries and the images",
-                same_dtype=True,
             )
         )
     print(f"✓ mean_attention_distance matches the reference on {len(verdicts)} cases: {summarize(verdicts)}")

@@ -16,6 +16,7 @@ from utils.checks.core import (
     call_learner,
     compare,
     describe,
+    other_numbers,
     raise_if_known_mistake,
     raise_if_not_like,
     raise_if_wrong_shape,
@@ -76,7 +77,7 @@ def _raise_if_misshapen_mistake(
     """Name a known mistake that also changes the shape before the shape hints judge the shape
     (the mistakes of the right shape are tried by compare once the values differ); a tensor of
     another dtype or device is named first."""
-    raise_if_not_like(got, expected, where, same_dtype=True)
+    raise_if_not_like(got, expected, where)
     misshapen = {reason: wrong for reason, wrong in mistakes.items() if wrong.shape != expected.shape}
     raise_if_known_mistake(got.detach(), misshapen, where)
 
@@ -125,6 +126,9 @@ def check_split_heads(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
             "and head_dim last",
             (B, h, hd, T): "the last two axes are swapped: (B, heads, head_dim, T); the tokens come before head_dim",
             (B * h, T, hd): "you folded the heads into the batch axis; keep them apart, (B, heads, T, head_dim)",
+            (B, T, D): "x came back unsplit: reshape it to (B, T, heads, head_dim), then transpose(1, 2)",
+            (B, h, T, D): "each head gets its own head_dim = D // heads slice of the width, not a copy of all D "
+            "features: reshape to (B, T, heads, head_dim), then transpose(1, 2)",
         }
         where = f"for x of shape {(B, T, D)} and {h} heads"
         got = _call(
@@ -145,7 +149,7 @@ def check_split_heads(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
                 shape_hints=shape_hints,
                 layout="(B, heads, T, head_dim)",
                 mistakes=mistakes,
-                same_dtype=True,
+                diagnose=lambda got: other_numbers(got, x, "split_heads", where),
             )
         )
     print(f"✓ split_heads matches the reference on {len(verdicts)} inputs: {summarize(verdicts)}")
@@ -195,6 +199,8 @@ def check_merge_heads(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
             (B, T * h * hd): "you flattened the tokens too; keep them: reshape to (B, T, heads * head_dim)",
             (B, h * T, hd): "the heads' tokens are one after the other, (B, heads * T, head_dim); put each "
             "token's heads side by side: transpose(1, 2), then reshape to (B, T, heads * head_dim)",
+            (B, h, T, hd): "x came back unmerged: transpose(1, 2) to (B, T, heads, head_dim), then reshape to "
+            "(B, T, heads * head_dim)",
         }
         where = f"for x of shape {(B, h, T, hd)}"
         got = _call(fn, x.clone(), where=where)
@@ -209,7 +215,7 @@ def check_merge_heads(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
                 shape_hints=shape_hints,
                 layout="(B, T, heads * head_dim)",
                 mistakes=mistakes,
-                same_dtype=True,
+                diagnose=lambda got: other_numbers(got, x, "merge_heads", where),
             )
         )
     print(f"✓ merge_heads matches the reference on {len(verdicts)} inputs: {summarize(verdicts)}")
@@ -231,6 +237,7 @@ SCALES = {  # scale -> what divides the scores, from head_dim and D
     "none": lambda hd, D: 1.0,
     "head_dim_unrooted": lambda hd, D: hd,
     "multiplied": lambda hd, D: 1 / math.sqrt(hd),
+    "heads": lambda hd, D: math.sqrt(D // hd),
 }
 
 
@@ -302,6 +309,7 @@ def _forward_variants(x: torch.Tensor, qkv: nn.Linear, proj: nn.Linear, h: int) 
             scale="head_dim_unrooted"
         ),
         f"you multiplied the scores by sqrt(head_dim); divide them by it: q kᵀ / sqrt({hd})": wrong(scale="multiplied"),
+        "you applied proj twice; it runs once, on the merged heads": proj(wrong()),
     }
     variants[
         "q and k are swapped: you took them from the fused qkv in the wrong order (yours are its (k, q, v) "
@@ -339,6 +347,10 @@ def _forward_variants(x: torch.Tensor, qkv: nn.Linear, proj: nn.Linear, h: int) 
         }
     )
     if h > 1:  # one head over the whole width is right when there is one head
+        variants[
+            f"you divided the scores by sqrt(num_heads) = sqrt({h}); each head's dot products add up head_dim "
+            f"numbers, so divide by sqrt(head_dim) = sqrt({hd})"
+        ] = wrong(scale="heads")
         variants[
             f"you attended with one head over the whole width (scaled by sqrt(D)): num_heads = {h} was "
             "not used; cut q, k and v into heads, (B, heads, T, head_dim)"
@@ -382,7 +394,6 @@ def check_multi_head_attention(fn: Callable[[torch.Tensor, nn.Linear, nn.Linear,
                     mistake_rtol=TOL["rtol"],
                     advice="; go through the steps in order: qkv, reshape to (B, T, 3, heads, head_dim), permute, "
                     "softmax(q kᵀ / sqrt(head_dim)) v per head, transpose back, reshape to (B, T, D), proj",
-                    same_dtype=True,
                 )
             except CheckFailed:
                 if varies_between_calls(lambda: _forward(fn, x, qkv, proj, h, where), got, expected):

@@ -8,7 +8,16 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from utils.checks.core import CheckFailed, call_learner, compare, describe, summarize, whole_number
+from utils.checks.core import (
+    CheckFailed,
+    call_learner,
+    compare,
+    describe,
+    other_numbers,
+    raise_if_meta,
+    summarize,
+    whole_number,
+)
 from utils.patches import patchify
 
 PATCHIFY_CASES = [  # (B, C, H, W, P): square and not, RGB and grayscale, one and many patches
@@ -111,6 +120,9 @@ def check_patchify(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
             (B, H // P, W // P, CPP): "you kept the patch grid; flatten rows and columns into one token axis N",
             (B, N, C, P, P): "each patch is still (C, P, P); flatten it into C*P*P numbers",
             (B * N, CPP): "the batch and token axes are merged; keep one row of patches per image, (B, N, C*P*P)",
+            (B, N + 1, CPP): "one row too many: patchify returns the N patches alone; the class token joins the "
+            "tokens later, after the projection (lesson 2)",
+            (B, N, P * P): f"each patch keeps all C = {C} channels, C*P*P numbers: do not average or drop them",
         }
         overlapping = (H - P + 1) * (W - P + 1)  # F.unfold without stride=P: a patch at every pixel
         if overlapping != N:
@@ -118,10 +130,10 @@ def check_patchify(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
             shape_hints |= {(B, overlapping, CPP): slides, (B, CPP, overlapping): slides}
 
         def axis_order(got: torch.Tensor) -> str | None:
-            """Names any other order of the image's axes."""
+            """Names any other order of the image's axes, or other numbers than the image's."""
             order = _name_axis_order(got, images.reshape(B, C, H // P, P, W // P, P), IMAGE_AXES, PATCH_AXES)
             if order is None:
-                return None
+                return other_numbers(got, images, "patchify", where)
             return (
                 f"the numbers are the image's, but in the axis order ({', '.join(order)}); patchify needs "
                 f"(rows, cols, C, P_row, P_col): reshape to (B, C, rows, P, cols, P), then "
@@ -137,7 +149,6 @@ def check_patchify(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
                 layout="(B, N, C*P*P)",
                 mistakes=_patch_variants(images, P),
                 diagnose=axis_order,
-                same_dtype=True,
             )
         )
     print(f"✓ patchify matches the reference on {len(verdicts)} image batches: {summarize(verdicts)}")
@@ -194,10 +205,10 @@ def check_unpatchify(fn: Callable[[torch.Tensor, int, tuple[int, int]], torch.Te
         rows, cols = H // P, W // P
 
         def axis_order(got: torch.Tensor) -> str | None:
-            """Names any other order of the patch grid's axes."""
+            """Names any other order of the patch grid's axes, or other numbers than the patches'."""
             order = _name_axis_order(got, patches.reshape(B, rows, cols, C, P, P), PATCH_AXES, IMAGE_AXES)
             if order is None:
-                return None
+                return other_numbers(got, patches, "unpatchify", where)
             return (
                 f"the numbers are the patches', but in the axis order ({', '.join(order)}); the image needs "
                 f"(C, rows, P_row, cols, P_col): reshape to (B, rows, cols, C, P, P), then "
@@ -218,7 +229,6 @@ def check_unpatchify(fn: Callable[[torch.Tensor, int, tuple[int, int]], torch.Te
                 diagnose=axis_order,
                 advice=": undo patchify's steps in reverse order "
                 "(reshape to the grid, permute back, reshape to the image)",
-                same_dtype=True,
             )
         )
     print(f"✓ unpatchify inverts patchify on {len(verdicts)} image batches: {summarize(verdicts)}")
@@ -227,6 +237,7 @@ def check_unpatchify(fn: Callable[[torch.Tensor, int, tuple[int, int]], torch.Te
 def _counts(got, where: str) -> tuple[int, int]:
     """(num_tokens, num_pairs) from the learner's pair-like result: a tuple, a list, a tensor or a NumPy
     array of two whole numbers; CheckFailed naming what came otherwise."""
+    raise_if_meta(got, "your pair", where, "return the numbers themselves (len(...) and int(...) give Python ints)")
     array = isinstance(got, torch.Tensor) or type(got).__module__ == "numpy"
     if array and tuple(getattr(got, "shape", ())) == (2,):
         got = got.tolist()
@@ -255,6 +266,10 @@ def _token_mistake(tokens: int, image_size: int, patch_size: int, where: str) ->
             f"{tokens} tokens {where}: ** binds tighter than //, so image_size // patch_size ** 2 divides by "
             "patch_size squared; write (image_size // patch_size) ** 2"
         )
+    if tokens in (image_size**2, image_size**2 + 1):
+        return f"{tokens} tokens {where}: that counts pixels; a token is a patch, N = (image_size // patch_size) ** 2"
+    if tokens == T + 1:
+        return f"{tokens} tokens {where}: T = N + 1, the N patches and exactly one class token"
     return f"expected {T} tokens {where}, got {tokens}"
 
 
@@ -270,6 +285,13 @@ def _pair_mistake(pairs: int, T: int, where: str) -> str | None:
         return f"{pairs} pairs {where}: the class token attends and is attended to as well: T * T with T = N + 1"
     if pairs == T:
         return f"{pairs} pairs {where}: every token scores every token, not one each: T * T"
+    if pairs == T**4:
+        return f"{pairs} pairs {where}: that is T ** 4, the pairs squared once more; the pairs are T * T"
+    if pairs > T * T and pairs % (T * T) == 0:
+        return (
+            f"{pairs} pairs {where}: that is {pairs // (T * T)} times T * T; one attention map (one head of one "
+            "layer) scores T * T pairs"
+        )
     return f"expected {T * T} query-key pairs {where}, got {pairs}"
 
 

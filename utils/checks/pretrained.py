@@ -95,6 +95,14 @@ def _block_variants(layer: dict[str, torch.Tensor]) -> dict[str, dict[str, torch
             "you used torch.stack, which adds a new dimension in front; torch.cat([q, k, v]) puts q's, "
             "k's and v's rows one under the other"
         ] = torch.stack([q, k, v])
+        qkv[f"attn.qkv.{kind} holds q's {kind} three times; concatenate the three: torch.cat([q, k, v])"] = torch.cat(
+            [q, q, q]
+        )
+        if kind == "bias":
+            qkv[
+                "attn.qkv.bias is all zeros: the query, key and value biases are learned too, torch.cat([q, k, v]) "
+                "of the three biases"
+            ] = torch.zeros_like(torch.cat([q, k, v]))
         if kind == "weight":
             qkv["your attn.qkv.weight is transposed: " + _LINEAR_HINT] = torch.cat([q, k, v]).T
             qkv[
@@ -108,8 +116,18 @@ def _block_variants(layer: dict[str, torch.Tensor]) -> dict[str, dict[str, torch
             "norm1 and norm2 are swapped: layernorm_before is norm1, the norm BEFORE attention, "
             "and layernorm_after is norm2, the norm before the MLP"
         )
-        variants[f"norm1.{kind}"] = {swapped_norms: layer[f"layernorm_after.{kind}"]}
-        variants[f"norm2.{kind}"] = {swapped_norms: layer[f"layernorm_before.{kind}"]}
+        other = "bias" if kind == "weight" else "weight"
+        swapped_kinds = (
+            "a LayerNorm's weight and bias are swapped: norm.weight comes from .weight, norm.bias from .bias"
+        )
+        variants[f"norm1.{kind}"] = {
+            swapped_norms: layer[f"layernorm_after.{kind}"],
+            swapped_kinds: layer[f"layernorm_before.{other}"],
+        }
+        variants[f"norm2.{kind}"] = {
+            swapped_norms: layer[f"layernorm_before.{kind}"],
+            swapped_kinds: layer[f"layernorm_after.{other}"],
+        }
 
         mixed_outputs = (
             "attn.proj and mlp.fc2 are mixed up: attention.output.dense is attention's output "
@@ -136,11 +154,12 @@ def _block_variants(layer: dict[str, torch.Tensor]) -> dict[str, dict[str, torch
     return variants
 
 
-def _call_converter(fn: Callable, layer: dict[str, torch.Tensor]) -> dict:
+def _call_converter(fn: Callable, layer: dict[str, torch.Tensor], where: str) -> dict:
     """Run the learner's converter on a copy of the layer (its tensors cloned too, so that
     nothing the function does to them reaches the reference); it must return a dict."""
     layer_copy = {name: tensor.clone() for name, tensor in layer.items()}
-    return call_learner(fn, layer_copy, returns=dict, expected="a dict that maps the course's names to tensors")
+    expected = "a dict that maps the course's names to tensors"
+    return call_learner(fn, layer_copy, returns=dict, expected=expected, where=where)
 
 
 def _check_keys(got: dict, where: str) -> None:
@@ -194,8 +213,8 @@ def check_convert_layer(fn: Callable[[dict[str, torch.Tensor]], dict[str, torch.
     for D, hidden in LAYER_CASES:
         layer = _random_layer(D, hidden, generator)
         expected = _reference_block(layer)
-        got = _call_converter(fn, layer)
         where = f"for a layer of width D = {D} and MLP width hidden = {hidden}"
+        got = _call_converter(fn, layer, where)
         _check_keys(got, where)
         variants = _block_variants(layer)
         for key in BLOCK_KEYS:
@@ -297,8 +316,8 @@ def check_preprocess(fn: Callable[[np.ndarray], torch.Tensor]) -> None:
     for H, W in PHOTO_CASES:
         pixels = torch.randint(0, 256, (H, W, 3), dtype=torch.uint8, generator=generator).numpy()
         expected = _reference_preprocess(pixels)  # (1, 3, H, W)
-        got = call_learner(fn, pixels.copy())
         where = f"for a photo of {H} x {W} pixels, an array of shape {(H, W, 3)}"
+        got = call_learner(fn, pixels.copy(), where=where)
         shape_wording = "expected shape (1, 3, H, W) = {}"
         raise_if_wrong_shape(got, expected, where, shape_wording=shape_wording, shape_hints=_photo_shape_hints(H, W))
         if got.dtype != torch.float32:

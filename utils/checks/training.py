@@ -2,15 +2,15 @@
 
 import inspect
 import math
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.checks.core import CheckFailed, call_learner, describe
+from utils.checks.core import CheckFailed, call_learner, describe, python_number
 from utils.training import train_step, warmup_cosine
 
 # ---- the learning-rate schedule -------------------------------------------------------------
@@ -114,13 +114,14 @@ WRONG_SCHEDULES = [
 
 
 def _factor(fn: Callable[[float, float], float], progress: float, warmup: float) -> float:
-    """The learner's factor at one point as a float; CheckFailed naming what came otherwise."""
+    """The learner's factor at one point as a float (a NumPy number, a 0-d tensor or array will do);
+    CheckFailed naming what came otherwise."""
     where = f"at progress {progress:.4g} (warmup = {warmup})"
-    value = call_learner(fn, progress, warmup, returns=object, where=where)
-    if isinstance(value, bool) or type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
+    value = python_number(call_learner(fn, progress, warmup, returns=object, where=where), "the factor", where)
+    if isinstance(value, bool) or not isinstance(value, int | float):
         hint = ""
         if isinstance(value, torch.Tensor):
-            hint = ": return a Python number, math.cos rather than torch.cos (or .item())"
+            hint = ": return one number, the factor at this progress"
         raise CheckFailed(f"expected a float, got {describe(value)} {where}{hint}")
     value = float(value)
     if not math.isfinite(value):
@@ -343,13 +344,17 @@ def _trace(step: Callable, **switches) -> list[_Step]:
 
 
 def _loss_value(result: object, step: int) -> float:
-    """The learner's returned loss as a float; CheckFailed naming what came otherwise."""
-    if isinstance(result, torch.Tensor):
-        if result.numel() != 1:
-            raise CheckFailed(f"return the loss as one number, got a tensor of shape {tuple(result.shape)}")
+    """The learner's returned loss as a float (a NumPy number, a detached 0-d tensor or array will do);
+    CheckFailed naming what came otherwise."""
+    where = f"in step {step}"
+    if isinstance(result, torch.Tensor | np.ndarray) and math.prod(result.shape) != 1:
         raise CheckFailed(
-            f"return the loss as a float (loss.item()), got {describe(result)}: a tensor keeps the whole "
-            "computation graph of the step alive, and .item() gives the plain number"
+            f"return the loss as one number, got {describe(result)} {where}: the batch's mean loss, .mean().item()"
+        )
+    if isinstance(result, torch.Tensor) and result.requires_grad:
+        raise CheckFailed(
+            f"return the loss as a float (loss.item()), got {describe(result)} {where}: a tensor that needs "
+            "grad keeps the whole computation graph of the step alive, and .item() gives the plain number"
         )
     if isinstance(result, nn.Module):
         raise CheckFailed(f"return the loss as a float (loss.item()), got {describe(result)}, a model or a layer")
@@ -358,11 +363,12 @@ def _loss_value(result: object, step: int) -> float:
             f"return the loss as a float (loss.item()), got {describe(result)}: you returned the method "
             "loss.item itself; call it, loss.item()"
         )
-    if not isinstance(result, float):
+    value = python_number(result, "the loss", where)
+    if not isinstance(value, float):
         raise CheckFailed(f"return the loss as a float (loss.item()), got {describe(result)}")
-    if not math.isfinite(result):
-        raise CheckFailed(f"step {step}: your step returned {result} as the loss; a cross-entropy is a finite number")
-    return result
+    if not math.isfinite(value):
+        raise CheckFailed(f"step {step}: your step returned {value} as the loss; a cross-entropy is a finite number")
+    return value
 
 
 def _explain(error: Exception) -> str | None:
