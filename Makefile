@@ -20,12 +20,21 @@ WORKERS ?= 2
 INSTALLER ?= $(if $(and $(shell command -v uv),$(if $(shell $(PYTHON) -m pip config list 2>/dev/null),,none)),uv,pip)
 INSTALL = $(if $(filter uv,$(INSTALLER)),uv pip install --python $(BIN)/python,$(BIN)/python -m pip install)
 
-.PHONY: lab test test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims exercises measure check-binder bench weights site clean
+.PHONY: lab doctor learner-edition test test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims exercises measure check-binder bench weights site clean
 
-## make lab: set up .venv and open JupyterLab on lesson 1
+## make lab: set up .venv, copy the learner's edition (lessons/) into my-lessons/ (your copies: git ignores
+## the folder, a copy is never overwritten, and it lists the lessons changed in the course since your
+## copy; FORCE=1 backs yours up to my-lessons/backups/ and takes fresh ones), then open JupyterLab on lesson 1
 lab: $(VENV)/.runtime
+	$(BIN)/python tools/exercises.py my-lessons $(if $(filter-out 0,$(FORCE)),--force,--keep)
 	$(BIN)/jupyter lab --port=$(PORT) --ServerApp.root_dir=. \
-	  --LabApp.default_url=/lab/tree/notebooks/01_patches.ipynb $(ROOT_FLAG) $(LAB_ARGS)
+	  --LabApp.default_url=/lab/tree/my-lessons/01_patches.ipynb $(ROOT_FLAG) $(LAB_ARGS)
+
+## make doctor: check this set-up for the course, one line per check ([OK], [WARN], or [FAIL] with what to do):
+## Python, requirements.txt's pins, torch's CPU build, the course library and its data files, the widgets' front
+## end, threads and free memory, where it runs; exits 1 on a [FAIL]. In a lesson: import utils; utils.doctor()
+doctor: $(VENV)/.runtime
+	$(BIN)/python -m utils.doctor
 
 ## make test: set up .venv with the dev tools, lint, then every test: the library, each lesson once
 ## under nbval (lesson 6 with its full budgets in steps: the committed numbers are compared), the
@@ -86,11 +95,16 @@ experiments: $(VENV)/.runtime
 claims: $(VENV)/.runtime
 	$(BIN)/python tools/run_experiments.py --suite claims
 
-## make exercises: learner copies of every lesson in exercises/, solutions blanked (for workshops);
-## it never overwrites a copy that differs from a fresh one (a learner's answers): it stops and names
-## them. FORCE=1 first moves those copies to exercises/backups/<date>_<time>/, then writes fresh ones
+## make exercises: copies of the learner's edition in exercises/ (for workshops); it never overwrites a
+## copy that differs from a fresh one (a learner's answers): it stops and names them. FORCE=1 first moves
+## those copies to exercises/backups/<date>_<time>/, then writes fresh ones
 exercises: $(VENV)/.runtime
 	$(BIN)/python tools/exercises.py exercises $(if $(filter-out 0,$(FORCE)),--force)
+
+## make learner-edition: write lessons/ (the learner's edition: stubs, folded hints and solutions) from the
+## solution edition in notebooks/; run it after changing a lesson (a test checks lessons/ is up to date)
+learner-edition: $(VENV)/.runtime
+	$(BIN)/python tools/learner_edition.py
 
 ## make site: the course as a website in _site/html/ (open index.html): the README as its home page, each
 ## lesson with its committed outputs (nothing is run), launch buttons at the release tag; built and read

@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import pytest
-from lessons import ROOT, TOKEN
+from notebook_cells import ROOT, TOKEN
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lessons import ROOT
+from notebook_cells import ROOT
 
 BINDER = ROOT / "binder"
 
@@ -97,5 +97,5 @@ def test_readme_badge_opens_lesson_1_in_jupyterlab():
         r"\[!\[Binder\]\(https://mybinder\.org/badge_logo\.svg\)\]\((https://mybinder\.org/v2/gh/[^)]+)\)", readme
     )
     assert badge, "no Binder badge in the README"
-    assert badge[1].endswith("?urlpath=lab/tree/notebooks/01_patches.ipynb")
-    assert (ROOT / "notebooks" / "01_patches.ipynb").exists()
+    assert badge[1].endswith("?urlpath=lab/tree/lessons/01_patches.ipynb")  # the learner's edition
+    assert (ROOT / "lessons" / "01_patches.ipynb").exists()

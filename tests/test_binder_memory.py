@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from lessons import ROOT
+from notebook_cells import ROOT
 
 from tools import binder_memory
 from tools.notebook_budget import BUDGET_MB, SERVER_MB

@@ -3,7 +3,7 @@ when its slider moves.
 
 nbval runs every lesson once already, so this test runs only the part of a lesson its widgets
 need: a copy of the notebook with the setup cell, the cells that display widgets and the earlier
-cells that define what they read (`lessons.cells_needed`), written to test-artifacts/browser/.
+cells that define what they read (`notebook_cells.cells_needed`), written to test-artifacts/browser/.
 JupyterLab runs that copy (Run All, no errors, no stderr, the pictures drawn), then one function
 per lesson moves its sliders.
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from lessons import NOTEBOOKS, ROOT, TOKEN, cells_needed, read_cells, shows_widget
+from notebook_cells import NOTEBOOKS, ROOT, TOKEN, cells_needed, read_cells, shows_widget
 
 CHROMIUM = "/usr/bin/chromium"
 # as root in a container, with no network but loopback: no sandbox, no GPU, no calls home

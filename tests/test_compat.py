@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lessons import ROOT
+from notebook_cells import ROOT
 
 from tools import compat, launch_links
 

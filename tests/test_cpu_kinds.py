@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from lessons import ROOT
+from notebook_cells import ROOT
 
 from tools import cpu_kinds
 from utils.runtime import cpu_kind

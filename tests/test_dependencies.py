@@ -7,7 +7,7 @@ import re
 import sys
 
 import tomllib
-from lessons import ROOT
+from notebook_cells import ROOT
 
 from utils.data import PHOTOS
 

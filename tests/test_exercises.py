@@ -1,7 +1,8 @@
-"""Workshop copies (`make exercises`): every blank fails, a wrong answer fails its checker, and
-the solution passes, run in a real kernel after the lesson's setup cell (and whatever else the
-exercise cells read), not after the whole lesson: nbval runs each lesson once already."""
+"""Your copies of the learner's edition (`make lab` into my-lessons/, `make exercises` into exercises/):
+every lesson copied, none ever overwritten, the lessons changed since a copy listed. The exercises
+themselves run in tests/test_learner_edition.py."""
 
+import json
 import os
 import re
 import shutil
@@ -11,81 +12,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from jupyter_client.manager import start_new_kernel
-from lessons import NOTEBOOKS, ROOT, cells_needed, read_cells
+from notebook_cells import ROOT
 
 import tools.exercises as exercises
 import utils.files
-from tools.exercises import (
-    BLANK,
-    LearnerWorkExists,
-    backup_folder,
-    is_exercise,
-    learner_copy,
-    replace_solutions,
-    write_exercises,
-)
+from tools.exercises import LearnerWorkExists, backup_folder, changed_upstream, fresh_copies, write_exercises
 
-CELL = """def area(width, height):
-    # HINT: multiply the "two" sides
-    # BEGIN SOLUTION
-    return width * height
-    # END SOLUTION
-
-
-check_area(area)"""
-
-
-def test_a_solution_becomes_a_raise_that_carries_the_hint():
-    blank = replace_solutions(CELL, BLANK)
-    assert blank == (
-        "def area(width, height):\n"
-        '    raise NotImplementedError("Hint: multiply the \\"two\\" sides")  # replace this line with your code\n'
-        "\n\ncheck_area(area)"
-    )
-    namespace = {"check_area": lambda fn: fn(2, 3)}
-    with pytest.raises(NotImplementedError, match='Hint: multiply the "two" sides'):
-        exec(blank, namespace)  # the learner's first run: the hint, as an error
-
-
-def test_a_learner_copy_keeps_everything_but_the_solutions():
-    notebook = {
-        "cells": [
-            {"cell_type": "markdown", "source": "# Lesson", "metadata": {}},
-            {
-                "cell_type": "code",
-                "source": "x = 1",
-                "outputs": [{"output_type": "stream", "text": "1"}],
-                "execution_count": 1,
-                "metadata": {},
-            },
-            {
-                "cell_type": "code",
-                "source": CELL,
-                "outputs": [{"output_type": "stream", "text": "✓"}],
-                "execution_count": 2,
-                "metadata": {},
-            },
-        ]
-    }
-    copy = learner_copy(notebook)
-    assert copy["cells"][:2] == notebook["cells"][:2]
-    assert copy["cells"][2]["outputs"] == [] and copy["cells"][2]["execution_count"] is None
-    assert "width * height" not in copy["cells"][2]["source"] and "check_area(area)" in copy["cells"][2]["source"]
-    assert notebook["cells"][2]["source"] == CELL  # the original is untouched
-
-
-@pytest.mark.parametrize(
-    "text, problem",
-    [
-        (CELL.replace('    # HINT: multiply the "two" sides\n', ""), "without a '# HINT: ...' line"),
-        (CELL.replace("    # END SOLUTION\n", ""), "unmatched"),
-        (CELL + "\n    # END SOLUTION", "unmatched"),
-    ],
-)
-def test_malformed_exercises_are_refused(text, problem):
-    with pytest.raises(ValueError, match=re.escape(problem)):
-        replace_solutions(text, BLANK)
+NOTEBOOKS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))  # the learner's edition, what is copied
 
 
 def test_make_exercises_writes_a_copy_of_every_lesson(tmp_path):
@@ -93,8 +26,41 @@ def test_make_exercises_writes_a_copy_of_every_lesson(tmp_path):
     assert [path.name for path in written] == [path.name for path in NOTEBOOKS]
     for path in written:
         text = path.read_text()
-        assert "# BEGIN SOLUTION" not in text and "# HINT:" not in text
+        assert "# BEGIN SOLUTION" not in text and "# HINT" not in text
         nbformat.validate(nbformat.reads(text, as_version=4))  # JupyterLab opens it
+        copied = json.loads(text)
+        lesson = json.loads((ROOT / "lessons" / path.name).read_text())
+        assert copied["cells"] == lesson["cells"]  # the lesson as it is, its record in the metadata
+        assert copied["metadata"]["vit_from_scratch"]["copied_from"] == exercises.fingerprint(
+            (ROOT / "lessons" / path.name).read_text()
+        )
+
+
+def test_keep_leaves_a_learners_answers_fills_in_the_missing_and_lists_the_lessons_changed_since(tmp_path):
+    """make lab's run: answers untouched, missing copies written, and a copy of an older lesson named."""
+    write_exercises(tmp_path)
+    answered, missing, older = (tmp_path / path.name for path in NOTEBOOKS[:3])
+    answered.write_text(answered.read_text().replace("not written yet", "my answer", 1))
+    missing.unlink()
+    record = json.loads(older.read_text())
+    record["metadata"]["vit_from_scratch"]["copied_from"] = "0" * 64  # made from an earlier version
+    older.write_text(json.dumps(record))
+    kept = {path: path.read_bytes() for path in (answered, older)}
+    assert write_exercises(tmp_path, keep=True) == [missing]
+    assert {path: path.read_bytes() for path in kept} == kept
+    assert changed_upstream(tmp_path, fresh_copies()) == [older.name]
+
+
+def test_make_lab_copies_then_says_where_the_copies_live_and_what_changed(tmp_path):
+    script = [sys.executable, str(ROOT / "tools" / "exercises.py"), str(tmp_path), "--keep"]
+    first = subprocess.run(script, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.count(": written") == len(NOTEBOOKS) and "git ignores it" in first.stdout
+    older = tmp_path / NOTEBOOKS[1].name
+    older.write_text(older.read_text().replace('"copied_from": "', '"copied_from": "x', 1))
+    again = subprocess.run(script, capture_output=True, text=True)
+    assert again.returncode == 0 and ": written" not in again.stdout
+    assert f"changed in the course since your copy: {older.name}" in again.stdout and "FORCE=1" in again.stdout
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -113,6 +79,7 @@ def test_a_second_run_never_overwrites_a_learners_answers(tmp_path):
     write_exercises(tmp_path)
     edited = tmp_path / NOTEBOOKS[2].name
     edited.write_text(edited.read_text().replace("raise NotImplementedError", "return 42  # my answer", 1))
+    assert "return 42" in edited.read_text()
     (tmp_path / NOTEBOOKS[0].name).unlink()  # a missing copy is not filled in either: the run changes nothing
     before = snapshot(tmp_path)
     with pytest.raises(LearnerWorkExists) as refusal:
@@ -191,23 +158,24 @@ def test_a_link_to_a_file_elsewhere_leaves_that_file_alone(tmp_path, capsys):
 
 
 def snapshot_lessons() -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in NOTEBOOKS}
+    return {path: path.read_bytes() for folder in ("notebooks", "lessons") for path in (ROOT / folder).glob("*.ipynb")}
 
 
+@pytest.mark.parametrize("folder", ["notebooks", "lessons"])
 @pytest.mark.parametrize("force", [False, True])
-def test_the_lessons_own_folder_is_refused(capsys, force):
+def test_the_courses_own_folders_are_refused(capsys, force, folder):
     """S16: `exercises.py notebooks --force` blanked the course's own lessons."""
     before = snapshot_lessons()
-    with pytest.raises(ValueError, match="out_dir notebooks is the lessons' own folder: the learner copies go"):
-        write_exercises(ROOT / "notebooks", force=force)
-    assert exercises.main([str(ROOT / "notebooks"), *(["--force"] if force else [])]) == 1
-    assert "the lessons' own folder" in capsys.readouterr().err
-    assert snapshot_lessons() == before and not (ROOT / "notebooks" / "backups").exists()
+    with pytest.raises(ValueError, match=f"out_dir {folder} is one of the course's own folders: the copies go"):
+        write_exercises(ROOT / folder, force=force)
+    assert exercises.main([str(ROOT / folder), *(["--force"] if force else [])]) == 1
+    assert "the course's own folders" in capsys.readouterr().err
+    assert snapshot_lessons() == before and not (ROOT / folder / "backups").exists()
 
 
 def test_a_folder_holding_lessons_with_their_solutions_is_refused(tmp_path):
     """Another checkout's notebooks/, say: its lessons are not learner copies to replace."""
-    shutil.copy(NOTEBOOKS[0], tmp_path / NOTEBOOKS[0].name)
+    shutil.copy(ROOT / "notebooks" / NOTEBOOKS[0].name, tmp_path / NOTEBOOKS[0].name)
     with pytest.raises(ValueError, match=f"holds lessons with their solutions \\({NOTEBOOKS[0].name} has"):
         write_exercises(tmp_path, force=True)
     assert sorted(path.name for path in tmp_path.iterdir()) == [NOTEBOOKS[0].name]
@@ -220,14 +188,11 @@ def broken_lesson(folder: Path, text: str) -> Path:
     return path
 
 
-def test_a_lesson_that_is_not_json_or_has_unmatched_markers_is_named(tmp_path):
+def test_a_lesson_that_is_not_json_is_named(tmp_path):
     good = NOTEBOOKS[0].read_text(encoding="utf-8")
     cut = broken_lesson(tmp_path, good[:5000])
     with pytest.raises(ValueError, match="03_broken.ipynb is not valid JSON .*line .*git checkout"):
         write_exercises(tmp_path / "out", [NOTEBOOKS[0], cut])
-    unmatched = broken_lesson(tmp_path, good.replace("# END SOLUTION", "# END", 1))
-    with pytest.raises(ValueError, match="03_broken.ipynb: unmatched '# BEGIN SOLUTION' / '# END SOLUTION'"):
-        write_exercises(tmp_path / "out", [NOTEBOOKS[0], unmatched])
     assert not (tmp_path / "out").exists()  # nothing written for the good lesson either
 
 
@@ -300,73 +265,3 @@ def test_a_copy_moved_away_by_another_run_is_not_an_error(tmp_path, monkeypatch)
     monkeypatch.setattr(exercises, "plan", other_run_moves_it_first)
     assert write_exercises(tmp_path, force=True) == [edited]
     assert "# BEGIN SOLUTION" not in edited.read_text() and list((tmp_path / "backups").iterdir()) == []
-
-
-def first_parameter(text: str) -> str:
-    return re.search(r"^def \w+\((\w+)", text, flags=re.MULTILINE)[1]
-
-
-class Kernel:
-    """A fresh kernel of this venv that runs code and reports the exception it raised, driven
-    with plain blocking messages, the way nbval drives its kernels."""
-
-    def __init__(self, cwd: Path):
-        self.manager, self.client = start_new_kernel(kernel_name="python3", cwd=str(cwd))
-
-    def run(self, code: str, timeout: float = 600) -> str | None:
-        """Execute `code`; the name of the exception it raised, or None."""
-        msg_id = self.client.execute(code, store_history=False)
-        while True:  # the reply to this request on the shell channel
-            reply = self.client.get_shell_msg(timeout=timeout)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                break
-        while True:  # its outputs on iopub, until the kernel is idle again
-            message = self.client.get_iopub_msg(timeout=timeout)
-            if (
-                message["parent_header"].get("msg_id") == msg_id
-                and message["msg_type"] == "status"
-                and message["content"]["execution_state"] == "idle"
-            ):
-                break
-        content = reply["content"]
-        return content.get("ename") if content["status"] == "error" else None
-
-    def stop(self) -> None:
-        self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
-
-
-def run_exercises(path: Path) -> dict[str, tuple]:
-    """{exercise: (blank's error, wrong answer's error, solution's error)}, run in a fresh kernel
-    in the lesson's order, after the setup cell and any earlier cell that defines a name the
-    exercise cells read; those cells must run without error."""
-    cells = read_cells(path)
-    exercises = [i for i, cell in enumerate(cells) if is_exercise(cell)]
-    assert exercises, f"{path.name} has no exercise"
-    kernel, outcomes = Kernel(path.parent), {}
-    try:
-        kernel.run("%matplotlib inline")  # as in JupyterLab
-        for index in cells_needed(cells, exercises):
-            text = cells[index]["source"]
-            if index not in exercises:
-                assert kernel.run(text) is None, f"{path.name}: cell {index} failed"
-                continue
-            blank = replace_solutions(text, BLANK)
-            wrong = replace_solutions(text, "{indent}return " + first_parameter(text))
-            name = re.search(r"^def (\w+)", text, flags=re.MULTILINE)[1]
-            outcomes[name] = kernel.run(blank), kernel.run(wrong), kernel.run(text)
-    finally:
-        kernel.stop()
-    return outcomes
-
-
-@pytest.mark.notebook
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_every_exercise_fails_blank_and_wrong_and_passes_solved(path, monkeypatch):
-    """At each exercise of the lesson, in a fresh kernel, run the learner's blank
-    (NotImplementedError), a wrong answer (the function returns its first argument: the checker
-    must raise CheckFailed), then the solution (no error)."""
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # this venv's kernel
-    outcomes = run_exercises(path)
-    for name, outcome in outcomes.items():
-        assert outcome == ("NotImplementedError", "CheckFailed", None), f"{path.name}, {name}: {outcome}"

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from lessons import NOTEBOOKS, ROOT
+from notebook_cells import NOTEBOOKS, ROOT
 
 GUIDE = ROOT / "docs" / "instructor-guide.md"
 CHECKERS = sorted((ROOT / "utils" / "checks").glob("*.py"))

@@ -4,7 +4,7 @@ import json
 import urllib.request
 
 import pytest
-from lessons import TOKEN
+from notebook_cells import TOKEN
 
 pytestmark = pytest.mark.browser  # a JupyterLab served by `make lab`
 
@@ -14,18 +14,20 @@ def get(url: str) -> tuple[int, bytes]:
         return response.status, response.read()
 
 
-def test_lab_opens_on_lesson_1(lab_url):
+def test_lab_opens_on_the_learners_copy_of_lesson_1(lab_url):
+    """make lab copies the learner's edition into my-lessons/ (git ignores it) and opens lesson 1 there."""
     with urllib.request.urlopen(f"{lab_url}/?token={TOKEN}", timeout=5) as response:
         assert response.status == 200
-        assert response.url.split("?")[0].endswith("/lab/tree/notebooks/01_patches.ipynb")
+        assert response.url.split("?")[0].endswith("/lab/tree/my-lessons/01_patches.ipynb")
         assert b"JupyterLab" in response.read()
 
 
 def test_lab_opens_the_lesson_as_a_notebook(lab_url):
-    status, body = get(f"{lab_url}/api/contents/notebooks/01_patches.ipynb?token={TOKEN}")
+    status, body = get(f"{lab_url}/api/contents/my-lessons/01_patches.ipynb?token={TOKEN}")
     notebook = json.loads(body)
     assert status == 200
     assert notebook["type"] == "notebook"
+    assert notebook["content"]["metadata"]["vit_from_scratch"]["edition"] == "learner"
     assert notebook["content"]["metadata"]["kernelspec"]["name"] == "python3"
 
 

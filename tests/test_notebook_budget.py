@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from lessons import ROOT
+from notebook_cells import ROOT
 
 import tools.notebook_budget as notebook_budget
 from tools.notebook_budget import END, KERNEL_LIMIT_MB, START, peak_rss_mb, resident_mb, table, update_readme

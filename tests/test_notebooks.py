@@ -4,7 +4,7 @@ import json
 import re
 
 import pytest
-from lessons import NOTEBOOKS
+from notebook_cells import NOTEBOOKS
 
 
 def code_cells(path):

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 import tomllib
 import yaml
-from lessons import ROOT
+from notebook_cells import ROOT
 
 from tools import launch_links
 
@@ -33,9 +33,9 @@ def texts() -> dict[str, str]:
     """Every text a learner or an instructor reads links in: the Markdown files and the lessons' cells."""
     found = {path.name: path.read_text(encoding="utf-8") for path in ROOT.glob("*.md")}
     found |= {f"docs/{path.name}": path.read_text(encoding="utf-8") for path in (ROOT / "docs").glob("*.md")}
-    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "lessons").glob("*.ipynb")):
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-        found[f"notebooks/{notebook.name}"] = "\n".join("".join(cell["source"]) for cell in cells)
+        found[f"{notebook.parent.name}/{notebook.name}"] = "\n".join("".join(cell["source"]) for cell in cells)
     return found
 
 
@@ -65,16 +65,17 @@ def test_every_launch_link_is_built_from_the_address_and_the_release_tag():
     assert any("git-pull" in link for _, link in links), "the guide's nbgitpuller link for the course is missing"
     wrong = []
     for name, link in links:
-        if "mybinder.org" in link:
-            expected = f"https://mybinder.org/v2/gh/{OWNER_REPO}/{TAG}?"
+        if "mybinder.org" in link:  # every door opens the learner's edition, lessons/
+            expected = f"https://mybinder.org/v2/gh/{OWNER_REPO}/{TAG}?urlpath=lab/tree/lessons/"
             ok = link.startswith(expected)
         elif "colab.research.google.com" in link:
-            expected = f"https://colab.research.google.com/github/{OWNER_REPO}/blob/{TAG}/notebooks/"
+            expected = f"https://colab.research.google.com/github/{OWNER_REPO}/blob/{TAG}/lessons/"
             ok = link.startswith(expected)
         else:  # nbgitpuller
             query = parse_qs(urlparse(link).query)
-            expected = f"repo={quote(ADDRESS, safe='')}&branch={TAG}"
-            ok = query.get("repo") == [ADDRESS] and query.get("branch") == [TAG]
+            expected = f"repo={quote(ADDRESS, safe='')}&branch={TAG}&urlpath=lab/tree/<folder>/lessons/..."
+            urlpath = query.get("urlpath", [""])[0]
+            ok = query.get("repo") == [ADDRESS] and query.get("branch") == [TAG] and "/lessons/" in urlpath
         if not ok:
             wrong.append(f"{name}: {link} (expected {expected}...)")
     assert not wrong, "links that disagree with pyproject.toml's address or tag:\n" + "\n".join(wrong)

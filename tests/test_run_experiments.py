@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from lessons import ROOT
+from notebook_cells import ROOT
 
 import tools.run_experiments as R
 from tools.run_experiments import main, run_all, write

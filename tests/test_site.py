@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import pytest
 import tomllib
-from lessons import NOTEBOOKS, ROOT, WIDGET, read_cells
+from notebook_cells import NOTEBOOKS, ROOT, WIDGET, read_cells
 from test_browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip
 
 pytestmark = pytest.mark.browser
@@ -38,10 +38,10 @@ ARTIFACTS = ROOT / "test-artifacts" / "site"
 BUILD_S = 120  # the build takes about 10 s on 2 cores
 PAGES = {  # name: (path in the site, the lesson it shows or None)
     "home": ("", None),
-    "lesson1": ("notebooks/01_patches.html", "01_patches.ipynb"),
-    "lesson7": ("notebooks/07_inside_vit.html", "07_inside_vit.ipynb"),
+    "lesson1": ("lessons/01_patches.html", "01_patches.ipynb"),
+    "lesson7": ("lessons/07_inside_vit.html", "07_inside_vit.ipynb"),
 }
-SIDEBAR = ["README.html", *(f"notebooks/{path.stem}.html" for path in NOTEBOOKS), "docs/instructor-guide.html"]
+SIDEBAR = ["README.html", *(f"lessons/{path.stem}.html" for path in NOTEBOOKS), "docs/instructor-guide.html"]
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -142,7 +142,7 @@ def picture_outputs(notebook: str) -> int:
     """How many of the lesson's committed outputs carry a picture (image/png)."""
     return sum(
         "image/png" in output.get("data", {})
-        for cell in read_cells(ROOT / "notebooks" / notebook)
+        for cell in read_cells(ROOT / "lessons" / notebook)
         for output in cell.get("outputs", [])
     )
 
@@ -150,15 +150,15 @@ def picture_outputs(notebook: str) -> int:
 def check_launch_buttons(buttons: dict[str, str], notebook: str) -> None:
     """Binder, Colab and JupyterHub (nbgitpuller) open this lesson from the repository at the tag."""
     assert set(buttons) == {"Binder", "Colab", "JupyterHub"}, buttons
-    assert buttons["Binder"] == f"https://mybinder.org/v2/gh/{OWNER_REPO}/{TAG}?urlpath=lab/tree/notebooks/{notebook}"
-    assert buttons["Colab"] == f"https://colab.research.google.com/github/{OWNER_REPO}/blob/{TAG}/notebooks/{notebook}"
+    assert buttons["Binder"] == f"https://mybinder.org/v2/gh/{OWNER_REPO}/{TAG}?urlpath=lab/tree/lessons/{notebook}"
+    assert buttons["Colab"] == f"https://colab.research.google.com/github/{OWNER_REPO}/blob/{TAG}/lessons/{notebook}"
     hub = urlparse(buttons["JupyterHub"])
     assert f"{hub.scheme}://{hub.netloc}{hub.path}" == f"{HUB}/hub/user-redirect/git-pull", buttons["JupyterHub"]
     folder = OWNER_REPO.split("/")[1]  # nbgitpuller clones into a folder named as the repository
     assert parse_qs(hub.query) == {
         "repo": [ADDRESS],
         "branch": [TAG],
-        "urlpath": [f"lab/tree/{folder}/notebooks/{notebook}"],
+        "urlpath": [f"lab/tree/{folder}/lessons/{notebook}"],
     }, buttons["JupyterHub"]
 
 
@@ -261,7 +261,7 @@ def test_lesson1_math_is_typeset_by_the_sites_own_mathjax(visit):
     assert not untypeset, f"formulas MathJax left as text: {untypeset}"
     assert page.locator("article mjx-merror").count() == 0, page.locator("article mjx-merror").all_inner_texts()
     scripts = page.eval_on_selector_all("script[src*='mathjax']", "scripts => scripts.map(s => s.src)")
-    assert scripts and all(src.startswith(page.url.split("notebooks/")[0]) for src in scripts), scripts
+    assert scripts and all(src.startswith(page.url.split("lessons/")[0]) for src in scripts), scripts
     page.locator("article div.math").first.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "lesson1-math.png"))
     check_offline(opened)  # MathJax's fonts included
@@ -275,7 +275,7 @@ def test_lesson7_explorers_show_their_last_picture(visit):
     page = opened.page
     explorers = [
         cell["source"].strip()
-        for cell in read_cells(ROOT / "notebooks" / notebook)
+        for cell in read_cells(ROOT / "lessons" / notebook)
         if any(WIDGET in output.get("data", {}) for output in cell.get("outputs", []))
     ]
     assert len(explorers) >= 2, explorers

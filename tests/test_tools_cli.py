@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from lessons import ROOT
+from notebook_cells import ROOT
 
 SCRIPTS = sorted(
     path for path in (ROOT / "tools").glob("*.py") if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8")

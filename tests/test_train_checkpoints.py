@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 import torch
-from lessons import ROOT
+from notebook_cells import ROOT
 
 import tools.train_checkpoints as train_checkpoints
 from tools.train_checkpoints import RECIPES, main, train_shipped

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 import transformers
-from lessons import ROOT
+from notebook_cells import ROOT
 from references import to_hub_file_layout
 from safetensors.torch import save_file
 

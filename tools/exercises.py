@@ -1,70 +1,37 @@
-"""Learner copies of the lessons for a workshop: `make exercises` writes them to exercises/.
+"""Your own copies of the learner's edition (lessons/): `make lab` writes them into my-lessons/ and
+opens them there; `make exercises` writes them into exercises/ for a workshop.
 
-In every exercise cell the solution, between `# BEGIN SOLUTION` and `# END SOLUTION`, becomes a
-`raise NotImplementedError` that carries the exercise's `# HINT:` line, and the cell's outputs
-are cleared; everything else is kept as it is. Run: python tools/exercises.py [out_dir] [--force]
+Run: python tools/exercises.py [out_dir] [--keep | --force]
 
-A learner's copy is never overwritten: copies that differ from a fresh one, and symbolic links
-(which could point anywhere), stop the run with their names, unless --force (`make exercises
-FORCE=1`), which first moves them to exercises/backups/<date>_<time>/. Each copy is written whole
-or not at all, and out_dir is never the lessons' own folder.
+A copy is never overwritten. Missing copies are written; a copy identical to a fresh one is left
+alone. A copy that differs (a learner's answers, or a copy of an older lesson) or is a symbolic
+link (which could point anywhere) stops the run with its name, unless:
+- --keep (`make lab`): leave it as it is, and list the lessons that changed in the course since
+  that copy was made (each copy records the lesson it was made from);
+- --force (`make lab FORCE=1`, `make exercises FORCE=1`): move it to <out_dir>/backups/<date>_<time>/
+  first, then write a fresh copy.
+Each copy is written whole or not at all, and out_dir is never one of the course's own folders.
 """
 
 import argparse
 import contextlib
-import copy
+import hashlib
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LESSONS = ROOT / "notebooks"
-BEGIN, END, HINT = "# BEGIN SOLUTION", "# END SOLUTION", "# HINT:"
+sys.path.insert(0, str(ROOT))  # run as a script from a checkout, the course library needs no install
+LESSONS = ROOT / "lessons"  # the learner's edition, what the copies are made of
+COURSE_FOLDERS = (ROOT / "notebooks", LESSONS)  # never an out_dir
+BEGIN = "# BEGIN SOLUTION"  # in a notebook of the solution edition only
 
 
-def source(cell: dict) -> str:
-    """A cell's source as one string (notebooks store it as a list of lines)."""
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
-def is_exercise(cell: dict) -> bool:
-    return cell["cell_type"] == "code" and BEGIN in source(cell)
-
-
-def replace_solutions(text: str, body: str) -> str:
-    """Replace every solution region of a cell's source with `body`, a format string that may
-    use {indent} (the region's indentation) and {message} (the cell's `# HINT:` text as a string
-    literal); the hint line itself is dropped.
-
-    Raises ValueError for unmatched markers or an exercise without a hint.
-    """
-    hints = re.findall(rf"^\s*{re.escape(HINT)}\s*(.+)$", text, flags=re.MULTILINE)
-    if not hints:
-        raise ValueError(f"an exercise without a '{HINT} ...' line:\n{text}")
-    pattern = rf"^([ \t]*){re.escape(BEGIN)}\n.*?^[ \t]*{re.escape(END)}[ \t]*$"
-    regions = len(re.findall(pattern, text, flags=re.MULTILINE | re.DOTALL))
-    if regions == 0 or regions != text.count(BEGIN) or regions != text.count(END):
-        raise ValueError(f"unmatched {BEGIN!r} / {END!r} markers:\n{text}")
-    message = json.dumps(f"Hint: {hints[0].strip()}", ensure_ascii=False)  # a valid Python string literal
-    replace = lambda match: body.format(indent=match[1], message=message)  # noqa: E731
-    text = re.sub(pattern, replace, text, flags=re.MULTILINE | re.DOTALL)
-    return re.sub(rf"^[ \t]*{re.escape(HINT)}.*\n", "", text, flags=re.MULTILINE)  # the hint is in the message now
-
-
-BLANK = "{indent}raise NotImplementedError({message})  # replace this line with your code"
-
-
-def learner_copy(notebook: dict) -> dict:
-    """The notebook with every solution blanked (and those cells' outputs cleared)."""
-    notebook = copy.deepcopy(notebook)
-    for cell in notebook["cells"]:
-        if is_exercise(cell):
-            cell["source"] = replace_solutions(source(cell), BLANK)
-            cell["outputs"], cell["execution_count"] = [], None
-    return notebook
+def fingerprint(text: str) -> str:
+    """The sha256 of a lesson's text: a copy records the one it was made from."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class LearnerWorkExists(FileExistsError):
@@ -84,29 +51,45 @@ def read_lesson(path: Path) -> dict:
 
 
 def copy_text(path: Path) -> str:
-    """The text of the learner copy of the lesson at `path`; a ValueError naming the lesson if it is broken."""
+    """The text of a copy of the learner's-edition lesson at `path`: the lesson, with the fingerprint
+    of its text in the notebook's metadata (vit_from_scratch.copied_from)."""
+    text = path.read_text(encoding="utf-8")
     lesson = read_lesson(path)
-    try:
-        blanked = learner_copy(lesson)
-    except ValueError as error:  # unmatched markers, an exercise without a hint
-        raise ValueError(f"{_shown(path)}: {error}") from None
-    except (KeyError, TypeError, AttributeError) as error:
-        raise ValueError(f"{_shown(path)} is not a Jupyter notebook ({type(error).__name__}: {error})") from None
-    return json.dumps(blanked, indent=1, ensure_ascii=False) + "\n"
+    if not isinstance(lesson, dict) or not isinstance(lesson.get("metadata"), dict):
+        raise ValueError(f"{_shown(path)} is not a Jupyter notebook: restore it with git checkout")
+    lesson["metadata"].setdefault("vit_from_scratch", {})["copied_from"] = fingerprint(text)
+    return json.dumps(lesson, indent=1, ensure_ascii=False) + "\n"
 
 
 def fresh_copies(notebooks: list[Path] | None = None) -> dict[str, str]:
-    """{file name: the text of its learner copy} for every lesson (or the given notebooks)."""
+    """{file name: the text of its copy} for every lesson of the learner's edition (or the given notebooks)."""
     return {path.name: copy_text(path) for path in notebooks or sorted(LESSONS.glob("*.ipynb"))}
+
+
+def changed_upstream(out_dir: Path, copies: dict[str, str]) -> list[str]:
+    """The names of the copies in out_dir made from another version of their lesson than today's."""
+    changed = []
+    for name, fresh in copies.items():
+        target = Path(out_dir) / name
+        if not target.is_file() or target.is_symlink():
+            continue
+        try:
+            made_from = json.loads(target.read_text(encoding="utf-8"))["metadata"]["vit_from_scratch"]["copied_from"]
+        except (ValueError, KeyError, TypeError):  # not a notebook any more, or no record: say so
+            made_from = None
+        if made_from != json.loads(fresh)["metadata"]["vit_from_scratch"]["copied_from"]:
+            changed.append(name)
+    return changed
 
 
 def check_out_dir(out_dir: Path, names: list[str], notebooks: list[Path] | None = None) -> None:
     """Refuse an out_dir that is the lessons' folder, holds lessons with their solutions, or is a file,
     and a copy's place taken by a folder."""
     shown = _shown(out_dir)
-    if out_dir.resolve() in {LESSONS.resolve(), *(Path(path).resolve().parent for path in notebooks or [])}:
+    own = {*(folder.resolve() for folder in COURSE_FOLDERS), *(Path(path).resolve().parent for path in notebooks or [])}
+    if out_dir.resolve() in own:
         raise ValueError(
-            f"out_dir {shown} is the lessons' own folder: the learner copies go elsewhere, e.g. exercises/"
+            f"out_dir {shown} is one of the course's own folders: the copies go elsewhere, e.g. my-lessons/"
         )
     if (out_dir.exists() or out_dir.is_symlink()) and not out_dir.is_dir():
         raise NotADirectoryError(f"out_dir {shown} is a file, not a folder: name a folder for the learner copies")
@@ -192,20 +175,27 @@ def move_aside(out_dir: Path, names: list[str], backups: Path) -> None:
 
 
 def write_exercises(
-    out_dir: Path, notebooks: list[Path] | None = None, *, force: bool = False, backups: Path | None = None
+    out_dir: Path,
+    notebooks: list[Path] | None = None,
+    *,
+    force: bool = False,
+    keep: bool = False,
+    backups: Path | None = None,
 ) -> list[Path]:
-    """Write a learner copy of every lesson into out_dir; returns the files written.
+    """Write a copy of every lesson of the learner's edition into out_dir; returns the files written.
 
     Missing copies are written and copies identical to a fresh one are left alone. A copy that
     differs (a learner's answers, or a copy of an older lesson) or is a symbolic link is never
-    overwritten: without `force` nothing is written and LearnerWorkExists names those files; with
-    `force` they are first moved to `backups` (by default a new exercises/backups/<date>_<time>/),
-    then replaced. Each copy is written whole or not at all.
+    overwritten: with `keep` it is left as it is; with `force` it is first moved to `backups` (by
+    default a new <out_dir>/backups/<date>_<time>/), then replaced; otherwise nothing is written and
+    LearnerWorkExists names those files. Each copy is written whole or not at all.
     """
     from utils.files import write_bytes_atomically  # here, not at the top: utils imports torch
 
     out_dir = Path(out_dir)
     copies, changed = plan(out_dir, notebooks)
+    if changed and keep and not force:
+        copies, changed = {name: text for name, text in copies.items() if name not in changed}, []
     if changed and not force:
         raise LearnerWorkExists(refusal(out_dir, changed))
     try:
@@ -235,27 +225,35 @@ def _shown(path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python tools/exercises.py [out_dir] [--force]`; returns the exit status (1: refused)."""
-    parser = argparse.ArgumentParser(description="Write learner copies of the lessons, solutions blanked.")
+    """`python tools/exercises.py [out_dir] [--keep | --force]`; returns the exit status (1: refused)."""
+    parser = argparse.ArgumentParser(description="Write your own copies of the lessons (the learner's edition).")
     parser.add_argument("out_dir", nargs="?", type=Path, default=ROOT / "exercises")
-    parser.add_argument("--force", action="store_true", help="back up the copies that differ, then replace them")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--keep", action="store_true", help="leave copies that differ as they are (make lab)")
+    mode.add_argument("--force", action="store_true", help="back up the copies that differ, then replace them")
     args = parser.parse_args(argv)
     backups = None
     try:
         copies, changed = plan(args.out_dir)
         if changed and args.force:
             backups = backup_folder(args.out_dir)
-        written = write_exercises(args.out_dir, force=args.force, backups=backups)
+        written = write_exercises(args.out_dir, force=args.force, keep=args.keep, backups=backups)
     except (ValueError, OSError) as error:  # LearnerWorkExists too: a refusal, or a lesson or folder to fix
         print(error, file=sys.stderr)
         return 1
-    for name in copies:
-        count = sum(map(is_exercise, read_lesson(LESSONS / name)["cells"]))
-        target = args.out_dir / name
-        state = "unchanged" if target not in written else "replaced" if name in changed else "written"
-        print(f"{_shown(target)}: {count} exercises blanked, {state}")
+    for target in written:
+        print(f"{_shown(target)}: {'replaced' if target.name in changed else 'written'}")
     if backups is not None and backups.is_dir():
         print(f"the old copies of the {len(changed)} replaced are kept in {_shown(backups)}")
+    if args.keep:
+        folder = _shown(args.out_dir)
+        print(f"{folder}/ holds your copies of the lessons: git ignores it, so `git pull` never touches them")
+        behind = changed_upstream(args.out_dir, copies)
+        if behind:
+            print(
+                f"changed in the course since your copy: {', '.join(behind)}. See what is new in lessons/, or "
+                f"take fresh copies with `make lab FORCE=1` (yours are kept in {_shown(args.out_dir)}/backups/)"
+            )
     return 0
 
 

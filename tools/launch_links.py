@@ -1,7 +1,8 @@
 """Every lesson's launch badges and its Colab cell, made from the one public address and release
-tag in pyproject.toml. A lesson's title cell carries an "Open in Colab" and a Binder badge for that
-lesson; its first code cell installs the course library on Google Colab and does nothing anywhere
-else (locally and on Binder the course is installed by `make lab` and binder/postBuild).
+tag in pyproject.toml. A lesson's title cell carries an "Open in Colab" and a Binder badge that open
+its learner's edition (lessons/), and a line naming it the solution edition; its first code cell
+installs the course library on Google Colab and does nothing anywhere else (locally and on Binder
+the course is installed by `make lab` and binder/postBuild).
 
 Run: python tools/launch_links.py [--check] [notebook ...]
   --check  change nothing; list the lessons whose badges or Colab cell are out of date (exit 1)
@@ -65,19 +66,27 @@ if "google.colab" in sys.modules:
 
 
 def colab_url(notebook: str) -> str:
-    """The lesson opened in Colab, from GitHub at the release tag."""
-    return f"https://colab.research.google.com/github/{OWNER_REPO}/blob/{TAG}/notebooks/{notebook}"
+    """The lesson's learner's edition opened in Colab, from GitHub at the release tag."""
+    return f"https://colab.research.google.com/github/{OWNER_REPO}/blob/{TAG}/lessons/{notebook}"
 
 
 def binder_url(notebook: str) -> str:
-    """The lesson opened in JupyterLab on Binder, built from the release tag."""
-    return f"https://mybinder.org/v2/gh/{OWNER_REPO}/{TAG}?urlpath=lab/tree/notebooks/{notebook}"
+    """The lesson's learner's edition opened in JupyterLab on Binder, built from the release tag."""
+    return f"https://mybinder.org/v2/gh/{OWNER_REPO}/{TAG}?urlpath=lab/tree/lessons/{notebook}"
 
 
 def badges(notebook: str) -> str:
     """The one Markdown line of launch badges under a lesson's title."""
     colab = f"[![Open in Colab]({COLAB_BADGE})]({colab_url(notebook)})"
     return f"{colab} [![Binder]({BINDER_BADGE})]({binder_url(notebook)})"
+
+
+def solution_note(notebook: str) -> str:
+    """The title cell's line that says this is the solution edition (the learner's edition has its own)."""
+    return (
+        "> **Solution edition**, for instructors and the tests: every exercise is solved here. Learners open "
+        f"the learner's edition, [`lessons/{notebook}`](../lessons/{notebook})."
+    )
 
 
 def colab_cell_source() -> str:
@@ -89,7 +98,8 @@ def is_colab_cell(cell) -> bool:
 
 
 def with_launch_links(notebook, name: str):
-    """The notebook with its badge line (second line of the title cell) and its Colab cell (the
+    """The notebook with its badge line (second line of the title cell), the line that names it the
+    solution edition, and its Colab cell (the
     first code cell, collapsed in Colab and JupyterLab) as this release's; other cells untouched."""
     title = notebook.cells[0] if notebook.cells else nbformat.v4.new_code_cell()
     if title.cell_type != "markdown" or not title.source.startswith("# "):
@@ -98,7 +108,9 @@ def with_launch_links(notebook, name: str):
     rest = rest.lstrip("\n")
     if rest.startswith("[![Open in Colab]"):
         rest = rest.partition("\n")[2].lstrip("\n")
-    title.source = f"{heading}\n\n{badges(name)}\n\n{rest}"
+    if rest.startswith("> **Solution edition**"):
+        rest = rest.partition("\n")[2].lstrip("\n")
+    title.source = f"{heading}\n\n{badges(name)}\n\n{solution_note(name)}\n\n{rest}"
     cell = next((c for c in notebook.cells if is_colab_cell(c)), None)
     if cell is None:
         first_code = next((i for i, c in enumerate(notebook.cells) if c.cell_type == "code"), None)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from a checkout, the course library needs no install
 README = ROOT / "README.md"  # its table between START and END is this tool's
 BINDER_MB = 1024  # Binder's guaranteed memory for the whole container (kubespawner's "1G")
 BUDGET_MB = 800  # a lesson's server and kernel together: a fifth of Binder's left for a cell run twice

@@ -18,12 +18,17 @@ the table gives the median over the rounds and the range of the middle half (qua
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+# run as a script from a checkout, the course library needs no install
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from utils.bench import report
 from utils.pretrained import from_hf

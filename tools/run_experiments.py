@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+# run as a script from a checkout, the course library needs no install
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from utils import ablations, claims
 from utils.ablations import (
     CHECKSUM_KEY,

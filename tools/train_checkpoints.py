@@ -18,6 +18,9 @@ from pathlib import Path
 
 import torch
 
+# run as a script from a checkout, the course library needs no install
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from utils.data import load_training_set
 from utils.files import keep_backup
 from utils.runtime import set_seed

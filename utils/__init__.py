@@ -29,6 +29,7 @@ __all__ = [
     "PatchEmbedding",
     "ViTConfig",
     "VisionTransformer",
+    "doctor",  # loaded on first use (__getattr__ below)
     "get_device",
     "load_sample_image",
     "merge_heads",
@@ -43,3 +44,12 @@ __all__ = [
     "trunc_normal_",
     "unpatchify",
 ]
+
+
+def __getattr__(name: str):
+    """`utils.doctor()` checks the set-up; its module is loaded on first use, so `import utils` stays as fast."""
+    if name == "doctor":
+        import utils.doctor  # a callable module: utils.doctor() runs the checks
+
+        return utils.doctor
+    raise AttributeError(f"module 'utils' has no attribute {name!r}")

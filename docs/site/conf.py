@@ -1,9 +1,10 @@
 """The course as a website (`make site`): Sphinx with myst-nb and sphinx-book-theme, built offline.
 
 The source folder is the repository itself, so a page's path is the file's path in the repository
-(notebooks/01_patches.ipynb -> notebooks/01_patches.html) and the launch buttons open that file.
-Pages: the README (the home page), the lessons in order with their committed outputs (nothing is
-run) and the instructor guide. Nothing is fetched when the site is built or read: MathJax is
+(lessons/01_patches.ipynb -> lessons/01_patches.html) and the launch buttons open that file.
+Pages: the README (the home page), the lessons in order as the learner's edition (lessons/: each
+exercise a stub, its hints and solution folded) with their committed outputs (nothing is run), and
+the instructor guide. Nothing is fetched when the site is built or read: MathJax is
 copied in from a pip package (django-static-mathjax), the widgets' JavaScript is left out (an
 explorer shows the picture its display bundle carries), and the README's and the lessons' launch
 badges are drawn from copies in docs/site/badges/.
@@ -31,7 +32,7 @@ ROOT = HERE.parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 ADDRESS = PROJECT["urls"]["Repository"]  # https://github.com/<owner>/<repository>
 TAG = f"v{PROJECT['version']}"
-LESSONS = sorted(ROOT.glob("notebooks/[0-9][0-9]_*.ipynb"))
+LESSONS = sorted(ROOT.glob("lessons/[0-9][0-9]_*.ipynb"))  # the learner's edition
 HOME = "README"
 GUIDE = "docs/instructor-guide"
 # Images the pages link from the internet, drawn from a copy in docs/site/badges/ instead.
@@ -51,9 +52,9 @@ author = ", ".join(person["name"] for person in PROJECT["authors"])
 copyright = author
 version = release = PROJECT["version"]
 root_doc = HOME
-include_patterns = [f"{HOME}.md", f"{GUIDE}.md", "notebooks/[0-9][0-9]_*.ipynb"]
+include_patterns = [f"{HOME}.md", f"{GUIDE}.md", "lessons/[0-9][0-9]_*.ipynb"]
 # the source folder is the repository: leave out everything but the pages' folders, unwalked
-exclude_patterns = [path.name for path in ROOT.iterdir() if path.name not in {f"{HOME}.md", "docs", "notebooks"}]
+exclude_patterns = [path.name for path in ROOT.iterdir() if path.name not in {f"{HOME}.md", "docs", "lessons"}]
 exclude_patterns += ["docs/site", "**.ipynb_checkpoints"]
 
 extensions = ["myst_nb"]
@@ -95,7 +96,7 @@ def add_sidebar(app, docname: str, source: list[str]) -> None:
     the README as it is read (the file itself is not changed)."""
     if docname != HOME:
         return
-    lessons = "\n".join(f"notebooks/{path.stem}" for path in LESSONS)
+    lessons = "\n".join(f"lessons/{path.stem}" for path in LESSONS)
     source[0] += (
         f"\n\n```{{toctree}}\n:hidden:\n:caption: Lessons\n\n{lessons}\n```\n"
         f"\n```{{toctree}}\n:hidden:\n:caption: For instructors\n\n{GUIDE}\n```\n"
@@ -105,7 +106,7 @@ def add_sidebar(app, docname: str, source: list[str]) -> None:
 def as_published(app, docname: str, source: list[str]) -> None:
     """A lesson as the site shows it: without the widgets' saved state (nothing on the site runs
     it), and a cell whose code JupyterLab hides (jupyter.source_hidden) collapsed behind a toggle."""
-    if not docname.startswith("notebooks/"):
+    if not docname.startswith("lessons/"):
         return
     notebook = json.loads(source[0])
     notebook["metadata"].pop("widgets", None)

@@ -1,5 +1,6 @@
-"""What several test modules share about the lessons: where they are, their cells, and which cells
-a part of a lesson needs, so that a test runs that part alone instead of the whole lesson again."""
+"""What several test modules share about the lessons' notebook files: where they are, their cells,
+and which cells a part of a lesson needs, so that a test runs that part alone instead of the whole
+lesson again."""
 
 import builtins
 import json
