@@ -36,9 +36,13 @@ def colab(monkeypatch):
     monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
 
 
-def with_versions(monkeypatch, **versions):
-    """Pretend these distributions are installed at these versions (None: missing); the rest as they are."""
+def with_versions(monkeypatch, pinned: bool = False, **versions):
+    """Pretend these distributions are installed at these versions (None: missing); the rest as they
+    are, or with `pinned` at requirements.txt's pins (so that a test reads the same on any stack, the
+    compatibility lane's too)."""
     real = doctor.installed_version
+    if pinned:
+        versions = {**doctor.PINS, **versions}
     versions = {name.replace("_", "-"): found for name, found in versions.items()}
     monkeypatch.setattr(doctor, "installed_version", lambda name: versions.get(name.replace("_", "-"), real(name)))
 
@@ -240,7 +244,7 @@ def test_colab_keeps_its_own_torch_and_numpy_with_a_warning_not_a_fail(monkeypat
 
 
 def test_colab_missing_packages_point_to_the_install_cell_or_pip(monkeypatch, colab):
-    with_versions(monkeypatch, tqdm=None, transformers=None)
+    with_versions(monkeypatch, pinned=True, tqdm=None, transformers=None)
     [finding] = doctor.check_packages("colab", ROOT)
     assert finding.status == "FAIL"
     assert "tqdm missing" in finding.text and "transformers missing" in finding.text
@@ -249,7 +253,7 @@ def test_colab_missing_packages_point_to_the_install_cell_or_pip(monkeypatch, co
 
 
 def test_colab_packages_older_than_the_library_needs_fail(monkeypatch, colab):
-    with_versions(monkeypatch, ipywidgets="7.6.5")
+    with_versions(monkeypatch, pinned=True, ipywidgets="7.6.5")
     [finding] = doctor.check_packages("colab", ROOT)
     assert finding.status == "FAIL"
     assert "ipywidgets 7.6.5, older than the course needs (>=7.7)" in finding.text
