@@ -4,8 +4,12 @@ lesson again."""
 
 import builtins
 import json
+import os
 import symtable
+import sys
 from pathlib import Path
+
+from jupyter_client.manager import start_new_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))  # the lessons, in order
@@ -67,3 +71,42 @@ def cells_needed(cells: list[dict], targets: list[int]) -> list[int]:
                 keep.add(source)
                 todo.append(source)
     return sorted(keep)
+
+
+class Kernel:
+    """A fresh kernel of this venv, driven with plain blocking messages, the way nbval drives its
+    kernels; `run(code)` returns the execute reply's content and the cell's iopub outputs."""
+
+    def __init__(self, cwd: Path = ROOT):
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # this venv's kernel
+        self.manager, self.client = start_new_kernel(
+            kernel_name="python3", cwd=str(cwd), env={**os.environ, "PATH": path}
+        )
+
+    def run(self, code: str, timeout: float = 600) -> tuple[dict, list[dict]]:
+        # stop_on_error=False: ipykernel 6 may abort a request sent right after an error's reply
+        return self.outcome(self.client.execute(code, store_history=False, stop_on_error=False), timeout)
+
+    def outcome(self, msg_id: str, timeout: float = 600) -> tuple[dict, list[dict]]:
+        """The reply to the request `msg_id` and its outputs (errors, streams, results)."""
+        reply = self.client.get_shell_msg(timeout=timeout)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = self.client.get_shell_msg(timeout=timeout)
+        outputs = []
+        while True:
+            message = self.client.get_iopub_msg(timeout=timeout)
+            if message["parent_header"].get("msg_id") != msg_id:
+                continue
+            if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
+                return reply["content"], outputs
+            if message["msg_type"] in ("error", "stream", "execute_result"):
+                outputs.append(message)
+
+    def raised(self, code: str) -> tuple[str, str] | None:
+        """Run `code`: (the exception's name, its value) if it raised, else None."""
+        reply, _ = self.run(code)
+        return (reply["ename"], reply["evalue"]) if reply["status"] == "error" else None
+
+    def stop(self) -> None:
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)

@@ -1,16 +1,14 @@
 """How a verdict looks in a notebook: a failed check is its sentence, a blank exercise one or two
 lines, any other exception IPython's usual traceback; in a stand-in shell, then in a real kernel."""
 
-import os
 import re
 import sys
-from pathlib import Path
 
+import notebook_cells
 import pytest
 import torch
 from IPython.core import ultratb
 from IPython.core.interactiveshell import InteractiveShell
-from jupyter_client.manager import start_new_kernel
 from notebook_cells import ROOT
 
 from utils.checks.core import CheckFailed
@@ -199,34 +197,8 @@ def test_outside_ipython_nothing_is_registered():
 # ---- in a real kernel ------------------------------------------------------------------------------
 
 
-class Kernel:
-    """A fresh kernel of this venv in the repository; `run` returns the execute reply's content and
-    the cell's iopub outputs."""
-
-    def __init__(self):
-        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # this venv's kernel
-        self.manager, self.client = start_new_kernel(
-            kernel_name="python3", cwd=str(ROOT), env={**os.environ, "PATH": path}
-        )
-
-    def run(self, code: str, timeout: float = 120) -> tuple[dict, list[dict]]:
-        # stop_on_error=False: ipykernel 6 may abort a request sent right after an error's reply
-        return self.outcome(self.client.execute(code, stop_on_error=False), timeout)
-
-    def outcome(self, msg_id: str, timeout: float = 120) -> tuple[dict, list[dict]]:
-        """The reply to the request `msg_id` and its outputs."""
-        reply = self.client.get_shell_msg(timeout=timeout)
-        while reply["parent_header"].get("msg_id") != msg_id:
-            reply = self.client.get_shell_msg(timeout=timeout)
-        outputs = []
-        while True:
-            message = self.client.get_iopub_msg(timeout=timeout)
-            if message["parent_header"].get("msg_id") != msg_id:
-                continue
-            if message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
-                return reply["content"], outputs
-            if message["msg_type"] in ("error", "stream", "execute_result"):
-                outputs.append(message)
+class Kernel(notebook_cells.Kernel):
+    """The shared test kernel, in the repository, that also reads a cell's error as the notebook shows it."""
 
     def error(self, code: str) -> tuple[str, list[str]]:
         """The exception's name and the lines of its traceback, as the notebook shows them."""
@@ -236,14 +208,10 @@ class Kernel:
         assert (reply["ename"], reply["evalue"]) == (errors[0]["ename"], errors[0]["evalue"])
         return errors[0]["ename"], plain(errors[0]["traceback"])
 
-    def stop(self) -> None:
-        self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
-
 
 @pytest.fixture(scope="module")
 def kernel():
-    kernel = Kernel()
+    kernel = Kernel(ROOT)
     reply, _ = kernel.run("from utils.checks.patches import check_patchify")
     assert reply["status"] == "ok", reply
     yield kernel

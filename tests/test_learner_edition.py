@@ -4,16 +4,13 @@ in a kernel every stub says "not written yet", a wrong answer fails its check an
 solution passes it."""
 
 import json
-import os
 import re
-import sys
 import warnings
 from pathlib import Path
 
 import nbformat
 import pytest
-from jupyter_client.manager import start_new_kernel
-from notebook_cells import ROOT, cells_needed, names, read_cells
+from notebook_cells import ROOT, Kernel, cells_needed, names, read_cells
 
 import tools.learner_edition as edition
 from tools.learner_edition import ExerciseError, learner_edition, split_exercise
@@ -177,46 +174,16 @@ def test_nothing_after_an_exercise_reads_the_learners_function(path):
 # ---- in a kernel --------------------------------------------------------------------------------
 
 
-class Kernel:
-    """A fresh kernel of this venv that runs code and reports the exception it raised (name, value),
-    driven with plain blocking messages, the way nbval drives its kernels."""
-
-    def __init__(self, cwd: Path):
-        self.manager, self.client = start_new_kernel(kernel_name="python3", cwd=str(cwd))
-
-    def run(self, code: str, timeout: float = 600) -> tuple[str, str] | None:
-        msg_id = self.client.execute(code, store_history=False)
-        while True:  # the reply to this request on the shell channel
-            reply = self.client.get_shell_msg(timeout=timeout)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                break
-        while True:  # its outputs on iopub, until the kernel is idle again
-            message = self.client.get_iopub_msg(timeout=timeout)
-            if (
-                message["parent_header"].get("msg_id") == msg_id
-                and message["msg_type"] == "status"
-                and message["content"]["execution_state"] == "idle"
-            ):
-                break
-        content = reply["content"]
-        return (content["ename"], content["evalue"]) if content["status"] == "error" else None
-
-    def stop(self) -> None:
-        self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
-
-
 def first_parameter(text: str) -> str:
     return re.search(r"^def \w+\((\w+)", text, flags=re.MULTILINE)[1]
 
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
-def test_every_stub_says_not_written_yet_a_wrong_answer_fails_and_the_solution_passes(path, monkeypatch):
+def test_every_stub_says_not_written_yet_a_wrong_answer_fails_and_the_solution_passes(path):
     """At each exercise of the learner's edition, in a fresh kernel after the cells it needs: the stub
     and its check (NotImplementedError, "not written yet"), a wrong answer (the function returns its
     first argument: CheckFailed), then the folded solution pasted into the stub (no error)."""
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # this venv's kernel
     cells = cells_of(path)
     stubs, checks = tagged(cells, "exercise"), tagged(cells, "exercise-check")
     kernel = Kernel(path.parent)
@@ -225,18 +192,18 @@ def test_every_stub_says_not_written_yet_a_wrong_answer_fails_and_the_solution_p
         for index in cells_needed(cells, stubs + checks):
             if index in stubs or index in checks:
                 continue
-            assert kernel.run(cells[index]["source"]) is None, f"{path.name}: cell {index} failed"
+            assert kernel.raised(cells[index]["source"]) is None, f"{path.name}: cell {index} failed"
         for stub, check in zip(stubs, checks, strict=True):
             text, checker, solution = cells[stub]["source"], cells[check]["source"], folded_solution(cells[stub + 1])
             name = re.search(r"^def (\w+)", text, flags=re.MULTILINE)[1]
-            assert kernel.run(text) is None
-            blank = kernel.run(checker)
+            assert kernel.raised(text) is None
+            blank = kernel.raised(checker)
             assert blank and blank[0] == "NotImplementedError" and "not written yet" in blank[1], (name, blank)
             wrong = re.sub(r"raise NotImplementedError\(.*", f"return {first_parameter(text)}", text)
-            assert kernel.run(wrong) is None
-            assert (kernel.run(checker) or ("",))[0] == "CheckFailed", name
-            assert kernel.run(solution) is None
-            assert kernel.run(checker) is None, f"{path.name}: the folded solution of {name} fails its check"
+            assert kernel.raised(wrong) is None
+            assert (kernel.raised(checker) or ("",))[0] == "CheckFailed", name
+            assert kernel.raised(solution) is None
+            assert kernel.raised(checker) is None, f"{path.name}: the folded solution of {name} fails its check"
     finally:
         kernel.stop()
 
