@@ -74,10 +74,10 @@ test-notebook: $(VENV)/.dev
 	$(BIN)/python -m pytest $(NBVAL_FLAGS) $(NB)
 
 ## make run-notebooks: Restart & Run All every notebook in place, with the full training budgets,
-## and update the README's time and memory table (about 10 minutes on 2 cores; commit the outputs)
+## and update the time and memory table (docs/time-and-memory.md) (about 10 minutes on 2 cores; commit the outputs)
 ## NB=notebooks/06_training.ipynb runs one
 run-notebooks: $(VENV)/.dev
-	$(BIN)/python tools/notebook_budget.py --write --readme $(or $(NB),$(NOTEBOOKS))
+	$(BIN)/python tools/notebook_budget.py --write --page $(or $(NB),$(NOTEBOOKS))
 
 ## make checkpoints: retrain the tiny ViTs shipped in utils/checkpoints (reproducible on a CPU of the kind
 ## that made them); a run that differs from a shipped file stops without touching it, and FORCE=1 replaces
@@ -112,12 +112,12 @@ learner-edition: $(VENV)/.runtime
 site: $(VENV)/.dev
 	SITE_JUPYTERHUB="$(HUB)" $(BIN)/python -m sphinx -M html . $(or $(SITE_DIR),_site) -c docs/site -E -W --keep-going
 
-## make measure: each lesson's wall time and kernel peak memory, full budgets, into the README, without
+## make measure: each lesson's wall time and kernel peak memory, full budgets, into docs/time-and-memory.md, without
 ## touching the notebooks; then every lesson inside a JupyterLab server, the server's memory added (fails
 ## if a lesson passes the budget: 800 MB for server and kernel together; about 15 minutes)
 measure: $(VENV)/.dev
-	$(BIN)/python tools/notebook_budget.py --readme
-	$(BIN)/python tools/binder_memory.py --readme
+	$(BIN)/python tools/notebook_budget.py --page
+	$(BIN)/python tools/binder_memory.py --page
 
 ## make check-binder: build a scratch venv from binder/ (torch from PyPI's CPU wheel instead of the
 ## +cpu index, which this check may not reach), run postBuild in it, then lesson 1 under nbval
@@ -130,7 +130,7 @@ weights: $(VENV)/.runtime
 	$(BIN)/python -c "from utils.weights import download_vit_b16; print(download_vit_b16())"
 
 ## make bench: time the attention implementations, the tiny ViT's training, and the course's ViT against
-## transformers' (the README's Performance tables)
+## transformers' (docs/performance.md's tables)
 bench: $(VENV)/.dev
 	$(BIN)/python -m utils.bench
 	$(BIN)/python tools/peer_bench.py

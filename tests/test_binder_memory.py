@@ -1,5 +1,5 @@
 """tools/binder_memory.py: a lesson run inside a JupyterLab server, the server's memory added to the
-kernel's, as Binder's 1 GB counts them; and the README's sentence, which `make measure` writes."""
+kernel's, as Binder's 1 GB counts them; and the page's sentence, which `make measure` writes."""
 
 import re
 import subprocess
@@ -14,8 +14,8 @@ from tools import binder_memory
 from tools.notebook_budget import BUDGET_MB, SERVER_MB
 
 
-def test_the_readme_shows_every_lesson_within_the_budget():
-    text = (ROOT / "README.md").read_text()
+def test_the_page_shows_every_lesson_within_the_budget():
+    text = (ROOT / "docs" / "time-and-memory.md").read_text()
     block = text.split(binder_memory.START)[1].split(binder_memory.END)[0]
     rows = re.findall(r"^\| `(\d\d_\w+\.ipynb)` \| (\d+) MB \| (\d+) MB \| (\d+) MB \|$", block, re.MULTILINE)
     assert sorted(name for name, *_ in rows) == sorted(path.name for path in (ROOT / "notebooks").glob("*.ipynb"))
@@ -36,13 +36,13 @@ def test_the_table_names_every_lesson_and_the_largest_sum():
     assert "| `05_encoder.ipynb` | 90 MB | 600 MB | 690 MB |" in text.splitlines()
 
 
-def test_the_readme_rows_read_back_as_they_were_written():
+def test_the_page_rows_read_back_as_they_were_written():
     results = {
         "05_encoder.ipynb": {"server": 90.0, "kernel": 600.0, "sum": 690.0},
         "06_training.ipynb": {"server": 95.0, "kernel": 650.0, "sum": 745.0},
     }
     text = f"intro\n{binder_memory.START}\n{binder_memory.table(results)}\n{binder_memory.END}\nrest"
-    assert binder_memory.readme_rows(text) == results
+    assert binder_memory.page_rows(text) == results
 
 
 def test_a_lesson_over_the_budget_or_a_large_server_is_named():
@@ -86,66 +86,66 @@ RESULTS = {"01_patches.ipynb": {"server": 90.0, "kernel": 300.0, "sum": 390.0}}
 
 
 @pytest.fixture
-def scratch_readme(tmp_path, monkeypatch) -> tuple[Path, list]:
-    """The tool pointed at a README in tmp_path (lesson 2's row in its table) and a stand-in for a
+def scratch_page(tmp_path, monkeypatch) -> tuple[Path, list]:
+    """The tool pointed at a page in tmp_path (lesson 2's row in its table) and a stand-in for a
     lesson's run: the list records each measured lesson, which gets RESULTS' peaks."""
-    readme = tmp_path / "README.md"
+    page = tmp_path / "time-and-memory.md"
     two = {"02_x.ipynb": {"server": 92.0, "kernel": 500.0, "sum": 592.0}}
-    readme.write_text(f"intro\n{binder_memory.START}\n{binder_memory.table(two)}\n{binder_memory.END}\nend\n")
+    page.write_text(f"intro\n{binder_memory.START}\n{binder_memory.table(two)}\n{binder_memory.END}\nend\n")
     measured = []
-    monkeypatch.setattr(binder_memory, "README", readme)
+    monkeypatch.setattr(binder_memory, "PAGE", page)
     monkeypatch.setattr(binder_memory, "measure", lambda path: measured.append(path.name) or RESULTS[path.name])
-    return readme, measured
+    return page, measured
 
 
-def test_help_prints_the_usage_and_starts_no_server(scratch_readme, capsys):
+def test_help_prints_the_usage_and_starts_no_server(scratch_page, capsys):
     """H11: `--help` started the 17-minute measurement."""
-    readme, measured = scratch_readme
+    page, measured = scratch_page
     with pytest.raises(SystemExit) as done:
         binder_memory.main(["--help"])
     assert done.value.code == 0 and "usage:" in capsys.readouterr().out
     assert measured == []
 
 
-@pytest.mark.parametrize("typo", ["--readm", "--no-such-flag"])
-def test_a_misspelt_option_is_a_usage_error_before_any_run(scratch_readme, capsys, typo):
-    readme, measured = scratch_readme
+@pytest.mark.parametrize("typo", ["--pag", "--no-such-flag"])
+def test_a_misspelt_option_is_a_usage_error_before_any_run(scratch_page, capsys, typo):
+    page, measured = scratch_page
     with pytest.raises(SystemExit) as done:
         binder_memory.main([typo, LESSON])
     assert done.value.code == 2 and f"unrecognized arguments: {typo}" in capsys.readouterr().err
     assert measured == []
 
 
-def test_readme_writes_the_rows_of_the_lessons_run(scratch_readme, monkeypatch):
-    """`make measure` (--readme): the lessons run get their rows, the others keep theirs."""
-    monkeypatch.setattr(binder_memory, "write_readme", lambda results: written.append(results))
-    readme, measured = scratch_readme
+def test_the_page_writes_the_rows_of_the_lessons_run(scratch_page, monkeypatch):
+    """`make measure` (--page): the lessons run get their rows, the others keep theirs."""
+    monkeypatch.setattr(binder_memory, "write_page", lambda results: written.append(results))
+    page, measured = scratch_page
     written = []
-    assert binder_memory.main(["--readme", LESSON]) == 0
+    assert binder_memory.main(["--page", LESSON]) == 0
     assert measured == ["01_patches.ipynb"] and written == [RESULTS]
 
 
-def test_write_readme_keeps_the_rows_of_the_lessons_not_run(tmp_path, monkeypatch):
-    readme = tmp_path / "README.md"
+def test_write_page_keeps_the_rows_of_the_lessons_not_run(tmp_path, monkeypatch):
+    page = tmp_path / "time-and-memory.md"
     two = {"02_x.ipynb": {"server": 92.0, "kernel": 500.0, "sum": 592.0}}
-    readme.write_text(f"intro\n{binder_memory.START}\n{binder_memory.table(two)}\n{binder_memory.END}\nend\n")
-    monkeypatch.setattr(binder_memory, "README", readme)
-    binder_memory.write_readme(RESULTS)
-    text = readme.read_text()
-    assert binder_memory.readme_rows(text) == RESULTS | two
+    page.write_text(f"intro\n{binder_memory.START}\n{binder_memory.table(two)}\n{binder_memory.END}\nend\n")
+    monkeypatch.setattr(binder_memory, "PAGE", page)
+    binder_memory.write_page(RESULTS)
+    text = page.read_text()
+    assert binder_memory.page_rows(text) == RESULTS | two
     assert text.startswith("intro\n") and text.endswith(f"{binder_memory.END}\nend\n")
     assert "592 MB together at most" in text
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["README.md"]  # no scratch file left
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["time-and-memory.md"]  # no scratch file left
 
 
-@pytest.mark.parametrize("text", ["a README without the table", f"only {binder_memory.START}"])
-def test_a_readme_without_its_markers_is_refused_before_the_run(scratch_readme, capsys, text):
-    readme, measured = scratch_readme
-    readme.write_text(text)
+@pytest.mark.parametrize("text", ["a page without the table", f"only {binder_memory.START}"])
+def test_a_page_without_its_markers_is_refused_before_the_run(scratch_page, capsys, text):
+    page, measured = scratch_page
+    page.write_text(text)
     with pytest.raises(SystemExit) as done:
-        binder_memory.main(["--readme", LESSON])
+        binder_memory.main(["--page", LESSON])
     assert done.value.code == 2 and "around the table this tool writes" in capsys.readouterr().err
-    assert measured == [] and readme.read_text() == text
+    assert measured == [] and page.read_text() == text
 
 
 def test_a_notebook_outside_the_repository_is_a_usage_error(tmp_path, capsys):

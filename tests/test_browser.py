@@ -1,5 +1,6 @@
 """The widget lessons in a real JupyterLab, in headless Chromium: each widget is drawn and redraws
-when its slider moves.
+when its slider moves. And a learner's first Run All of the learner's edition goes on past every
+blank exercise's failing check to the last cell.
 
 nbval runs every lesson once already, so this test runs only the part of a lesson its widgets
 need: a copy of the notebook with the setup cell, the cells that display widgets and the earlier
@@ -248,6 +249,68 @@ def test_widgets_work_in_jupyterlab(lab_url, lesson):
             lesson.interact(page, stem)
         finally:
             page.screenshot(path=str(ARTIFACTS / f"{stem}-last.png"))
+            browser.close()
+
+
+def learners_run_all_part(notebook: str) -> tuple[str, int, int]:
+    """Lesson 1's learner's edition as a learner first meets it, cut to its exercises: the cells they
+    need, every stub and check, then a last cell that says Run All got there; written under
+    test-artifacts/browser/. (Its path in the lab, its code cells, its checks.)"""
+    path = ROOT / "lessons" / notebook
+    cells = read_cells(path)
+    exercise = {"exercise", "exercise-check"}
+    tagged = [i for i, cell in enumerate(cells) if exercise & set(cell["metadata"].get("tags", []))]
+    part = json.loads(path.read_text())
+    part["cells"] = [part["cells"][index] for index in sorted(set(cells_needed(cells, tagged)) | set(tagged))]
+    part["cells"].append({"cell_type": "code", "metadata": {}, "source": END_OF_RUN_ALL, "outputs": []})
+    for cell in part["cells"]:
+        cell["outputs"], cell["execution_count"] = [], None
+    folder = ARTIFACTS / "browser"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"learner-{notebook}").write_text(json.dumps(part, indent=1))
+    checks = sum("exercise-check" in cell["metadata"].get("tags", []) for cell in part["cells"])
+    return f"{folder.relative_to(ROOT)}/learner-{notebook}", len(part["cells"]), checks
+
+
+END_OF_RUN_ALL = 'print("Run All reached the last cell")'
+
+
+@pytest.mark.browser
+def test_run_all_goes_on_past_the_learners_blank_exercises(lab_url):
+    """A learner's first Run All of the learner's edition: each blank exercise's check fails ("not
+    written yet"), but the check cells carry `raises-exception`, so JupyterLab runs on to the last
+    cell; each failure shows as one short line, with no frame of utils/checks."""
+    sync_playwright = browser_or_skip()
+    lab_path, code_cells, checks = learners_run_all_part("01_patches.ipynb")
+    assert checks >= 2
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        try:
+            page.goto(f"{lab_url}/lab/workspaces/learner-run-all/tree/{lab_path}?token={TOKEN}")
+            page.wait_for_selector(f"{NOTEBOOK} .jp-CodeCell", timeout=60_000)
+            page.wait_for_selector("text=Python 3 (ipykernel) | Idle", timeout=60_000)
+            page.locator(NOTEBOOK).click()
+            page.keyboard.press("Escape")
+            page.keyboard.press("Control+Shift+c")
+            page.keyboard.type("Run All Cells")
+            page.keyboard.press("Enter")
+            page.wait_for_function(
+                f"count => [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')]"
+                ".at(-1).innerText.trim() === `[${count}]:`",
+                arg=code_cells,
+                timeout=180_000,
+            )
+            page.screenshot(path=str(ARTIFACTS / "learner-run-all.png"))
+            outputs = page.locator(f"{NOTEBOOK} .jp-CodeCell").last.locator(".jp-OutputArea-output")
+            assert "Run All reached the last cell" in outputs.all_text_contents()[0]
+            stderr = page.locator(f"{NOTEBOOK} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+            texts = [text.strip() for text in stderr.all_text_contents()]
+            assert len(texts) == checks, texts
+            for text in texts:
+                assert "not written yet" in text and len(text.splitlines()) <= 3, text
+                assert "utils/checks" not in text and "Traceback" not in text, text
+        finally:
             browser.close()
 
 

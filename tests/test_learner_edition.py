@@ -91,6 +91,15 @@ def test_the_learners_edition_is_up_to_date():
     assert edition.stale() == [], "run make learner-edition and commit lessons/"
 
 
+def test_one_lesson_can_be_made_alone_and_an_unknown_one_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(edition, "EDITION", tmp_path)
+    assert edition.write(["02_embeddings.ipynb"]) == ["02_embeddings.ipynb"]
+    assert [path.name for path in tmp_path.iterdir()] == ["02_embeddings.ipynb"]
+    assert (tmp_path / "02_embeddings.ipynb").read_text() == (ROOT / "lessons" / "02_embeddings.ipynb").read_text()
+    with pytest.raises(ExerciseError, match="no such lesson in notebooks/: 2_embeddings.ipynb"):
+        edition.stale(["2_embeddings.ipynb"])
+
+
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
 def test_each_lesson_is_a_valid_notebook_that_jupyterlab_opens(path):
     notebook = nbformat.read(path, as_version=4)

@@ -13,7 +13,7 @@ import pytest
 from notebook_cells import ROOT
 
 import tools.notebook_budget as notebook_budget
-from tools.notebook_budget import END, KERNEL_LIMIT_MB, START, peak_rss_mb, resident_mb, table, update_readme
+from tools.notebook_budget import END, KERNEL_LIMIT_MB, START, peak_rss_mb, resident_mb, table, update_page
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak memory is read from /proc (Linux)")
 
@@ -35,25 +35,25 @@ def test_table_lists_time_and_peak():
     assert text.splitlines()[2:] == ["| `01_patches.ipynb` | 6 s | 372 MB |", "| `06_training.ipynb` | 555 s | ? |"]
 
 
-def test_readme_has_the_budget_table_for_every_lesson():
-    readme = (ROOT / "README.md").read_text()
-    assert readme.count(START) == 1 and readme.count(END) == 1
-    section = readme.split(START)[1].split(END)[0]
+def test_the_page_has_the_budget_table_for_every_lesson():
+    page = (ROOT / "docs" / "time-and-memory.md").read_text()
+    assert page.count(START) == 1 and page.count(END) == 1
+    section = page.split(START)[1].split(END)[0]
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         row = next((line for line in section.splitlines() if f"`{notebook.name}`" in line), None)
-        assert row, f"{notebook.name} is not in the README's memory table (make measure)"
+        assert row, f"{notebook.name} is not in the page's memory table (make measure)"
         peak = float(row.split("|")[3].split()[0])
         assert peak <= KERNEL_LIMIT_MB, row
 
 
-def test_make_measure_rewrites_the_readme_table():
+def test_make_measure_rewrites_the_page_table():
     """`make measure` (notebook memory) is not to be confused with utils.training.budget (fit's length)."""
     makefile = (ROOT / "Makefile").read_text()
     targets = re.findall(r"^([\w-]+):", makefile, re.MULTILINE)
     assert "measure" in targets and "budget" not in targets
     recipe = re.search(r"^measure:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)[1]
-    assert "tools/notebook_budget.py --readme" in recipe
-    assert "`make measure`" in (ROOT / "README.md").read_text()
+    assert "tools/notebook_budget.py --page" in recipe
+    assert "`make measure`" in (ROOT / "docs" / "time-and-memory.md").read_text()
 
 
 def load_root_conftest():
@@ -101,74 +101,74 @@ def test_the_longest_files_run_first_and_each_file_keeps_its_order():
     assert [item.order for item in items] == [1, 3, 0, 2]
 
 
-# --- the command line: nothing runs for --help, a typo or a README that cannot take the table -------
+# --- the command line: nothing runs for --help, a typo or a page that cannot take the table -------
 
 
 @pytest.fixture
-def scratch_readme(tmp_path, monkeypatch) -> tuple[Path, list]:
-    """The tool pointed at a README in tmp_path (its rows for lessons 1 and 2) and a stand-in for the
+def scratch_page(tmp_path, monkeypatch) -> tuple[Path, list]:
+    """The tool pointed at a page in tmp_path (its rows for lessons 1 and 2) and a stand-in for the
     lessons' run: the list records each measure(path, write) call and the call answers (6 s, 400 MB)."""
-    readme = tmp_path / "README.md"
-    readme.write_text(
+    page = tmp_path / "time-and-memory.md"
+    page.write_text(
         f"intro\n{START}\n{table([('01_patches.ipynb', 1.0, 300.0), ('02_x.ipynb', 2.0, None)])}\n{END}\nend\n"
     )
     calls = []
-    monkeypatch.setattr(notebook_budget, "README", readme)
+    monkeypatch.setattr(notebook_budget, "PAGE", page)
     monkeypatch.setattr(
         notebook_budget, "measure", lambda path, write=False: calls.append((path.name, write)) or (6, 400)
     )
-    return readme, calls
+    return page, calls
 
 
 LESSON = str(ROOT / "notebooks" / "01_patches.ipynb")
 
 
-def test_help_prints_the_usage_and_runs_no_lesson(scratch_readme, capsys):
+def test_help_prints_the_usage_and_runs_no_lesson(scratch_page, capsys):
     """H12: `--help` ran every lesson with the full budgets (about 10 minutes)."""
-    readme, calls = scratch_readme
+    page, calls = scratch_page
     with pytest.raises(SystemExit) as done:
         notebook_budget.main(["--help"])
     assert done.value.code == 0 and "usage:" in capsys.readouterr().out
     assert calls == []
 
 
-@pytest.mark.parametrize("typo", ["--readm", "--writ", "--no-such-flag"])
-def test_a_misspelt_option_is_a_usage_error_before_any_run(scratch_readme, capsys, typo):
-    """S19: `--readm` ran the lesson and exited 0 without updating the README."""
-    readme, calls = scratch_readme
-    before = readme.read_text()
+@pytest.mark.parametrize("typo", ["--pag", "--writ", "--no-such-flag"])
+def test_a_misspelt_option_is_a_usage_error_before_any_run(scratch_page, capsys, typo):
+    """S19: `--readm` ran the lesson and exited 0 without updating the page."""
+    page, calls = scratch_page
+    before = page.read_text()
     with pytest.raises(SystemExit) as done:
         notebook_budget.main([typo, LESSON])
     assert done.value.code == 2 and f"unrecognized arguments: {typo}" in capsys.readouterr().err
-    assert calls == [] and readme.read_text() == before
+    assert calls == [] and page.read_text() == before
 
 
-def test_readme_and_write_update_the_rows_of_the_lessons_run(scratch_readme):
-    """`make run-notebooks` (--write --readme) and `make measure` (--readme) keep their meaning."""
-    readme, calls = scratch_readme
-    assert notebook_budget.main(["--write", "--readme", LESSON]) == 0
+def test_the_page_and_write_update_the_rows_of_the_lessons_run(scratch_page):
+    """`make run-notebooks` (--write --page) and `make measure` (--page) keep their meaning."""
+    page, calls = scratch_page
+    assert notebook_budget.main(["--write", "--page", LESSON]) == 0
     assert calls == [("01_patches.ipynb", True)]
-    rows = readme.read_text().split(START)[1].split(END)[0].strip().splitlines()
+    rows = page.read_text().split(START)[1].split(END)[0].strip().splitlines()
     assert rows[2:] == ["| `01_patches.ipynb` | 6 s | 400 MB |", "| `02_x.ipynb` | 2 s | ? |"]
-    assert sorted(path.name for path in readme.parent.iterdir()) == ["README.md"]  # no scratch file left
+    assert sorted(path.name for path in page.parent.iterdir()) == ["time-and-memory.md"]  # no scratch file left
     assert notebook_budget.main([LESSON]) == 0 and calls[-1] == ("01_patches.ipynb", False)
 
 
-@pytest.mark.parametrize("text", ["a README without the table", f"only {START}", f"{END} then {START}"])
-def test_a_readme_without_its_markers_is_refused_before_the_run(scratch_readme, capsys, text):
+@pytest.mark.parametrize("text", ["a page without the table", f"only {START}", f"{END} then {START}"])
+def test_a_page_without_its_markers_is_refused_before_the_run(scratch_page, capsys, text):
     """The markers were found missing at the end of a 10-minute run ("not enough values to unpack")."""
-    readme, calls = scratch_readme
-    readme.write_text(text)
+    page, calls = scratch_page
+    page.write_text(text)
     with pytest.raises(SystemExit) as done:
-        notebook_budget.main(["--readme", LESSON])
+        notebook_budget.main(["--page", LESSON])
     assert done.value.code == 2 and "around the table this tool writes" in capsys.readouterr().err
-    assert calls == [] and readme.read_text() == text
+    assert calls == [] and page.read_text() == text
     with pytest.raises(ValueError, match=f"must hold the line {START} and then the line {END}"):
-        update_readme(text, [("01_patches.ipynb", 6.0, 400.0)])
+        update_page(text, [("01_patches.ipynb", 6.0, 400.0)])
 
 
-def test_a_missing_notebook_is_a_usage_error(scratch_readme, capsys):
-    readme, calls = scratch_readme
+def test_a_missing_notebook_is_a_usage_error(scratch_page, capsys):
+    page, calls = scratch_page
     with pytest.raises(SystemExit) as done:
         notebook_budget.main(["notebooks/99_nowhere.ipynb"])
     assert done.value.code == 2 and "no such notebook: notebooks/99_nowhere.ipynb" in capsys.readouterr().err

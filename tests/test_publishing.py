@@ -252,3 +252,13 @@ def test_on_colab_the_cell_adds_only_what_is_missing_and_keeps_colabs_torch_and_
     assert sorted(second[second.index("--constraint") + 2 :]) == ["safetensors", "scikit-image"]
     assert pip.constraints == ["torch==2.13.0+cpu\nnumpy==2.0.2"]
     assert len(pip.commands) == 2
+
+
+def test_the_readme_is_a_front_door_that_links_every_reference_page():
+    """The README says what the course is and how to start; reference material lives in docs/."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    size = len(readme.encode())
+    assert size < 15_000, f"the README has grown to {size:,} bytes: move reference material to docs/"
+    pages = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").glob("*.md"))
+    unlinked = [page for page in pages if f"]({page})" not in readme]
+    assert not unlinked, f"pages in docs/ the README does not link: {unlinked}"

@@ -1,5 +1,6 @@
 """The course's website in headless Chromium: `make site` builds it (warnings are errors), a loopback
-HTTP server serves it, and the home page, lesson 1 and lesson 7 are opened with every request to
+HTTP server serves it, and the home page, lesson 1, lesson 7 and a reference page (time and memory)
+are opened with every request to
 another host blocked, as a reader with no internet would see them.
 
 On each page: nothing failed to load and nothing was asked of the internet; every figure loaded;
@@ -40,8 +41,17 @@ PAGES = {  # name: (path in the site, the lesson it shows or None)
     "home": ("", None),
     "lesson1": ("lessons/01_patches.html", "01_patches.ipynb"),
     "lesson7": ("lessons/07_inside_vit.html", "07_inside_vit.ipynb"),
+    "reference": ("docs/time-and-memory.html", None),
 }
-SIDEBAR = ["README.html", *(f"lessons/{path.stem}.html" for path in NOTEBOOKS), "docs/instructor-guide.html"]
+REFERENCE = ["where-to-run", "library", "data", "time-and-memory", "performance"]
+SIDEBAR = [
+    "README.html",
+    *(f"lessons/{path.stem}.html" for path in NOTEBOOKS),
+    *(f"docs/{name}.html" for name in REFERENCE),
+    "docs/instructor-guide.html",
+    "docs/testing.html",
+    "docs/writing-a-lesson.html",
+]
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -203,7 +213,7 @@ def check_figures(visit: Visit) -> int:
 
 
 def check_sidebar(visit: Visit) -> None:
-    """The README, the lessons in order, then the instructor guide."""
+    """The README, the lessons in order, the reference pages, the guide, the contributors' pages."""
     links = visit.page.eval_on_selector_all(".bd-sidebar-primary nav a[href]", "links => links.map(a => a.href)")
     here = visit.page.url.split("#")[0]
     paths = [(here if link.split("#")[0] == here else link).removeprefix(visit.site) for link in links]
@@ -232,9 +242,10 @@ def test_page_reads_offline(visit, name):
             "links => links.map(a => [a.textContent.trim(), a.href])",
         )
     )
-    if notebook is None:  # the home page: the README
-        assert page.page.locator("article h1").first.inner_text().startswith("ViT from Scratch")
-        assert not buttons, f"launch buttons on the home page: {buttons}"
+    if notebook is None:  # the home page (the README) or a reference page: no launch buttons
+        title = "ViT from Scratch" if name == "home" else "Time and memory"
+        assert page.page.locator("article h1").first.inner_text().startswith(title)
+        assert not buttons, f"launch buttons on a page that is no lesson: {buttons}"
     else:
         figures = page.page.locator("article .cell_output img").count()
         assert figures == picture_outputs(notebook), f"{figures} figures, {picture_outputs(notebook)} in the lesson"

@@ -6,10 +6,11 @@ twice.
 This starts JupyterLab as `make lab` does, loads the lab page, opens a session on the lesson through
 the server's REST API and runs every code cell through the server's websocket, as the browser's Run
 All does (so the server relays every output), then reads each process's peak resident memory.
-`make measure` runs it on every lesson and writes the README's table.
+`make measure` runs it on every lesson and writes the table in docs/time-and-memory.md.
 
-Run: python tools/binder_memory.py [--readme] [notebook ...]   (default: every lesson)
-  --readme  write the README's table (its rows for the lessons run), unless a lesson is over the budget
+Run: python tools/binder_memory.py [--page] [notebook ...]   (default: every lesson)
+  --page  write the table in docs/time-and-memory.md (its rows for the lessons run), unless a
+          lesson is over the budget
 The sum of the two peaks is an upper bound on the container's: the two need not peak at the same
 moment, and pages the two processes share count twice.
 """
@@ -33,9 +34,9 @@ from typing import TextIO
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: tools.notebook_budget holds the budget
-from tools.notebook_budget import BINDER_MB, BUDGET_MB, SERVER_MB, check_markers, check_readme, notebooks  # noqa: E402
+from tools.notebook_budget import BINDER_MB, BUDGET_MB, SERVER_MB, check_markers, check_page, notebooks  # noqa: E402
 
-README = ROOT / "README.md"  # its table between START and END is this tool's
+PAGE = ROOT / "docs" / "time-and-memory.md"  # its table between START and END is this tool's
 START, END = "<!-- binder-memory:start -->", "<!-- binder-memory:end -->"
 TOKEN = uuid.uuid4().hex
 
@@ -196,7 +197,7 @@ HEADER = ["| notebook | server | kernel | together |", "|---|---:|---:|---:|"]
 
 
 def table(results: dict[str, dict[str, float]]) -> str:
-    """The README's table: each lesson's server, kernel and summed peaks, and the budget they keep."""
+    """The page's table: each lesson's server, kernel and summed peaks, and the budget they keep."""
     rows = [
         f"| `{name}` | {peaks['server']:.0f} MB | {peaks['kernel']:.0f} MB | {peaks['sum']:.0f} MB |"
         for name, peaks in sorted(results.items())
@@ -213,8 +214,8 @@ def table(results: dict[str, dict[str, float]]) -> str:
     )
 
 
-def readme_rows(text: str) -> dict[str, dict[str, float]]:
-    """The rows of the README's table, as table() takes them."""
+def page_rows(text: str) -> dict[str, dict[str, float]]:
+    """The rows of the table in docs/time-and-memory.md, as table() takes them."""
     block = text.split(START)[1].split(END)[0] if START in text and END in text else ""
     found = re.findall(r"^\| `(\S+\.ipynb)` \| (\d+) MB \| (\d+) MB \| (\d+) MB \|$", block, re.MULTILINE)
     return {name: {"server": float(a), "kernel": float(b), "sum": float(c)} for name, a, b, c in found}
@@ -228,13 +229,13 @@ def over_budget(results: dict[str, dict[str, float]]) -> list[str]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("notebooks", nargs="*", type=Path, help="the lessons to run (default: every lesson)")
-    parser.add_argument("--readme", action="store_true", help="write the README's table (when every lesson fits)")
+    parser.add_argument("--page", action="store_true", help="write the time and memory page's table (if all fit)")
     args = parser.parse_args(argv)
     paths = notebooks(parser, args.notebooks)
     if outside := [str(path) for path in paths if not path.resolve().is_relative_to(ROOT)]:
         parser.error(f"outside the repository, which the server serves: {', '.join(outside)}; copy them under {ROOT}")
-    if args.readme:
-        check_readme(parser, README, START, END)  # checked before a run of minutes
+    if args.page:
+        check_page(parser, PAGE, START, END)  # checked before a run of minutes
     results = {}
     for path in paths:
         results[path.name] = peaks = measure(path)
@@ -244,8 +245,8 @@ def main(argv: list[str]) -> int:
             flush=True,
         )
     over = over_budget(results)
-    if args.readme and not over:
-        write_readme(results)
+    if args.page and not over:
+        write_page(results)
     if over:
         print(
             f"over the budget ({BUDGET_MB} MB together, {SERVER_MB} MB for the server): {', '.join(over)}",
@@ -255,15 +256,15 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def write_readme(results: dict[str, dict[str, float]]) -> None:
-    """Replace the README's table with one of `results`; the lessons not measured now keep their rows."""
+def write_page(results: dict[str, dict[str, float]]) -> None:
+    """Replace the page's table with one of `results`; the lessons not measured now keep their rows."""
     from utils.files import write_text_atomically  # here, not at the top: utils imports torch
 
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     check_markers(text, START, END)
     head, rest = text.split(START)
     tail = rest.split(END)[1]
-    write_text_atomically(README, f"{head}{START}\n{table(readme_rows(text) | results)}\n{END}{tail}")
+    write_text_atomically(PAGE, f"{head}{START}\n{table(page_rows(text) | results)}\n{END}{tail}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The learner's edition: lessons/NN_topic.ipynb, made from the solution edition in notebooks/.
 
-Run: python tools/learner_edition.py [--check]   (make learner-edition)
+Run: python tools/learner_edition.py [--check] [notebooks/NN_topic.ipynb ...]   (make learner-edition)
   --check  change nothing; list the lessons whose learner's edition is out of date (exit 1)
+  names    only those lessons (default: every lesson, and the editions whose lesson is gone are removed)
 
 The solution edition stays the source (instructors, nbval, the tests). In the learner's edition
 every exercise cell of notebooks/ becomes three cells:
@@ -181,11 +182,18 @@ def lessons() -> list[Path]:
     return sorted(SOURCE.glob("[0-9][0-9]_*.ipynb"))
 
 
-def stale() -> list[str]:
+def stale(only: list[str] | None = None) -> list[str]:
     """The names of the lessons whose learner's edition is missing or differs from a fresh one, and
-    the learner's-edition files whose lesson is gone."""
+    the learner's-edition files whose lesson is gone; with `only` (lesson file names), those lessons'."""
     names = [path.name for path in lessons()]
+    if only is not None:
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise ExerciseError(f"no such lesson in notebooks/: {', '.join(unknown)}")
+        names = [name for name in names if name in only]
     out = [name for name in names if _read(EDITION / name) != edition_text(SOURCE / name)]
+    if only is not None:
+        return out
     return out + sorted(path.name for path in EDITION.glob("*.ipynb") if path.name not in names)
 
 
@@ -193,12 +201,12 @@ def _read(path: Path) -> str | None:
     return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
-def write() -> list[str]:
-    """Write every lesson's learner's edition (each whole or not at all); remove those whose lesson is
-    gone. Returns the names written or removed."""
+def write(only: list[str] | None = None) -> list[str]:
+    """Write every lesson's learner's edition, or those of `only` (each whole or not at all); remove
+    those whose lesson is gone. Returns the names written or removed."""
     from utils.files import write_text_atomically  # here, not at the top: utils imports torch
 
-    changed = stale()
+    changed = stale(only)
     EDITION.mkdir(exist_ok=True)
     for name in changed:
         if (SOURCE / name).is_file():
@@ -211,14 +219,16 @@ def write() -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="change nothing; list the lessons out of date (exit 1)")
+    parser.add_argument("lessons", nargs="*", type=Path, help="only these lessons (default: every lesson)")
     args = parser.parse_args(argv)
+    only = [path.name for path in args.lessons] or None
     try:
         if args.check:
-            out = stale()
+            out = stale(only)
             for name in out:
                 print(f"out of date: lessons/{name} (run make learner-edition)")
             return 1 if out else 0
-        for name in write():
+        for name in write(only):
             print(f"written: lessons/{name}")
     except ExerciseError as error:
         print(error, file=sys.stderr)

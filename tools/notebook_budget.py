@@ -1,13 +1,13 @@
 """Each lesson's wall time and its kernel's peak memory, from a fresh kernel, with the full
 training budgets: what a learner on Binder meets (1 GB of RAM guaranteed, idle sessions stopped
-after 10 minutes). `make measure` runs it and writes the table into the README.
+after 10 minutes). `make measure` runs it and writes its table into docs/time-and-memory.md.
 
 The memory budget: a lesson may use BUDGET_MB, its kernel and the Jupyter server together, so that
 a fifth of Binder's 1 GB stays free for a cell run twice; the server holds about 93 MB while a
 lesson runs (tools/binder_memory.py measures it), so a kernel alone may use KERNEL_LIMIT_MB.
 
-Run: python tools/notebook_budget.py [--readme] [--write] [notebook ...]
-  --readme  update those notebooks' rows of the README's table
+Run: python tools/notebook_budget.py [--page] [--write] [notebook ...]
+  --page    update those notebooks' rows of the table in docs/time-and-memory.md
   --write   save each executed notebook in place (its outputs are then the committed ones)
 Peak memory is the kernel process's high-water mark (VmHWM in /proc, Linux only).
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from a checkout, the course library needs no install
-README = ROOT / "README.md"  # its table between START and END is this tool's
+PAGE = ROOT / "docs" / "time-and-memory.md"  # its table between START and END is this tool's
 BINDER_MB = 1024  # Binder's guaranteed memory for the whole container (kubespawner's "1G")
 BUDGET_MB = 800  # a lesson's server and kernel together: a fifth of Binder's left for a cell run twice
 SERVER_MB = 100  # what the Jupyter server may hold meanwhile (tools/binder_memory.py checks it)
@@ -90,16 +90,17 @@ def table(rows: list[tuple[str, float, float | None]]) -> str:
 
 
 def check_markers(text: str, start: str = START, end: str = END) -> None:
-    """Raise ValueError unless the README's text holds `start`, then `end`, once each: the table goes between."""
+    """Raise ValueError unless the page's text holds `start`, then `end`, once each: the table goes between."""
     if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
         raise ValueError(
-            f"the README must hold the line {start} and then the line {end}, once each, around the table this "
-            f"tool writes; found {text.count(start)} and {text.count(end)}: put them back (git checkout README.md)"
+            f"docs/time-and-memory.md must hold the line {start} and then the line {end}, once each, around the "
+            f"table this tool writes; found {text.count(start)} and {text.count(end)}: put them back "
+            "(git checkout docs/time-and-memory.md)"
         )
 
 
-def update_readme(text: str, rows: list[tuple[str, float, float | None]]) -> str:
-    """The README with the measured notebooks' rows replaced (or added), the others kept, in name order."""
+def update_page(text: str, rows: list[tuple[str, float, float | None]]) -> str:
+    """The page's text with the measured notebooks' rows replaced (or added), the others kept, in name order."""
     check_markers(text)
     head, rest = text.split(START)
     old, tail = rest.split(END)
@@ -116,23 +117,23 @@ def notebooks(parser: argparse.ArgumentParser, paths: list[Path]) -> list[Path]:
     return paths or sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
-def check_readme(parser: argparse.ArgumentParser, readme: Path, start: str = START, end: str = END) -> None:
-    """Check, before a run of minutes, that the README can take the table; a usage error (exit 2) if not."""
+def check_page(parser: argparse.ArgumentParser, page: Path, start: str = START, end: str = END) -> None:
+    """Check, before a run of minutes, that the page can take the table; a usage error (exit 2) if not."""
     try:
-        check_markers(readme.read_text(encoding="utf-8"), start, end)
+        check_markers(page.read_text(encoding="utf-8"), start, end)
     except (OSError, ValueError) as error:
-        parser.error(f"--readme: {error}")
+        parser.error(f"--page: {error}")
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("notebooks", nargs="*", type=Path, help="the lessons to run (default: every lesson)")
-    parser.add_argument("--readme", action="store_true", help="update those notebooks' rows of the README's table")
+    parser.add_argument("--page", action="store_true", help="update their rows of the time and memory page")
     parser.add_argument("--write", action="store_true", help="save each executed notebook in place")
     args = parser.parse_args(argv)
     paths = notebooks(parser, args.notebooks)
-    if args.readme:
-        check_readme(parser, README)
+    if args.page:
+        check_page(parser, PAGE)
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # this venv's kernel
     rows = []
     for path in paths:
@@ -140,10 +141,10 @@ def main(argv: list[str]) -> int:
         rows.append((path.name, seconds, peak))
         print(f"{path.name}: {seconds:.0f} s, peak {peak if peak is None else round(peak)} MB", flush=True)
     print(table(rows))
-    if args.readme:
+    if args.page:
         from utils.files import write_text_atomically
 
-        write_text_atomically(README, update_readme(README.read_text(encoding="utf-8"), rows))
+        write_text_atomically(PAGE, update_page(PAGE.read_text(encoding="utf-8"), rows))
     over = [name for name, _, peak in rows if peak is not None and peak > KERNEL_LIMIT_MB]
     if over:
         print(f"over a kernel's {KERNEL_LIMIT_MB} MB: {', '.join(over)}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """Benchmark: the course's explicit attention vs torch's fused kernel vs nn.MultiheadAttention.
 
-Run `python -m utils.bench`, or `python -m utils.bench --quick` for a short run; the README's
-Performance section holds the results. Everything is measured in one run and reported as ratios
+Run `python -m utils.bench`, or `python -m utils.bench --quick` for a short run; docs/performance.md
+holds the results. Everything is measured in one run and reported as ratios
 to the explicit implementation, so that the numbers of one machine can be compared with each
 other, not with another machine's.
 

@@ -50,7 +50,7 @@ PINS = {
 COLAB_FRONT_END = {"jupyterlab"}  # Colab draws the notebook itself: JupyterLab is not needed there
 LESSON_CHECKPOINTS = ("digits", "relational", "relational_fine")  # what lessons 7-9 load with load_trained
 WIDGETS_FRONT_END = {7: 1, 8: 3}  # ipywidgets' major version -> the jupyterlab_widgets major that draws it
-LESSON_MEMORY_MB = 700  # a lesson's kernel at its peak (README, "Time and memory")
+LESSON_MEMORY_MB = 700  # a lesson's kernel at its peak (docs/time-and-memory.md)
 LOW_MEMORY_MB = 800  # less available than this is a [WARN]
 CPU_TORCH = "pip install torch=={version} --index-url https://download.pytorch.org/whl/cpu"
 COLAB_CELL = "run the lesson's first code cell (On Google Colab only: install the course library)"

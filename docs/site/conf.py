@@ -3,8 +3,8 @@
 The source folder is the repository itself, so a page's path is the file's path in the repository
 (lessons/01_patches.ipynb -> lessons/01_patches.html) and the launch buttons open that file.
 Pages: the README (the home page), the lessons in order as the learner's edition (lessons/: each
-exercise a stub, its hints and solution folded) with their committed outputs (nothing is run), and
-the instructor guide. Nothing is fetched when the site is built or read: MathJax is
+exercise a stub, its hints and solution folded) with their committed outputs (nothing is run), the
+reference pages in docs/ and the instructor guide. Nothing is fetched when the site is built or read: MathJax is
 copied in from a pip package (django-static-mathjax), the widgets' JavaScript is left out (an
 explorer shows the picture its display bundle carries), and the README's and the lessons' launch
 badges are drawn from copies in docs/site/badges/.
@@ -35,6 +35,9 @@ TAG = f"v{PROJECT['version']}"
 LESSONS = sorted(ROOT.glob("lessons/[0-9][0-9]_*.ipynb"))  # the learner's edition
 HOME = "README"
 GUIDE = "docs/instructor-guide"
+# The sidebar's other sections: (caption, pages), each a Markdown file in docs/ without its suffix.
+REFERENCE = ["docs/where-to-run", "docs/library", "docs/data", "docs/time-and-memory", "docs/performance"]
+CONTRIBUTING = ["docs/testing", "docs/writing-a-lesson"]
 # Images the pages link from the internet, drawn from a copy in docs/site/badges/ instead.
 LOCAL_COPIES = {
     "https://mybinder.org/badge_logo.svg": "badge-binder.svg",
@@ -52,7 +55,7 @@ author = ", ".join(person["name"] for person in PROJECT["authors"])
 copyright = author
 version = release = PROJECT["version"]
 root_doc = HOME
-include_patterns = [f"{HOME}.md", f"{GUIDE}.md", "lessons/[0-9][0-9]_*.ipynb"]
+include_patterns = [f"{page}.md" for page in [HOME, *REFERENCE, GUIDE, *CONTRIBUTING]] + ["lessons/[0-9][0-9]_*.ipynb"]
 # the source folder is the repository: leave out everything but the pages' folders, unwalked
 exclude_patterns = [path.name for path in ROOT.iterdir() if path.name not in {f"{HOME}.md", "docs", "lessons"}]
 exclude_patterns += ["docs/site", "**.ipynb_checkpoints"]
@@ -92,15 +95,20 @@ html_theme_options = {
 
 
 def add_sidebar(app, docname: str, source: list[str]) -> None:
-    """The sidebar: the lessons in order, then the guide, as hidden tables of contents appended to
-    the README as it is read (the file itself is not changed)."""
+    """The sidebar: the lessons in order, the reference pages, the guide, then the contributors'
+    pages, as hidden tables of contents appended to the README as it is read (the file itself is
+    not changed)."""
     if docname != HOME:
         return
-    lessons = "\n".join(f"lessons/{path.stem}" for path in LESSONS)
-    source[0] += (
-        f"\n\n```{{toctree}}\n:hidden:\n:caption: Lessons\n\n{lessons}\n```\n"
-        f"\n```{{toctree}}\n:hidden:\n:caption: For instructors\n\n{GUIDE}\n```\n"
-    )
+    sections = {
+        "Lessons": [f"lessons/{path.stem}" for path in LESSONS],
+        "Reference": REFERENCE,
+        "For instructors": [GUIDE],
+        "For contributors": CONTRIBUTING,
+    }
+    for caption, pages in sections.items():
+        entries = "\n".join(pages)
+        source[0] += f"\n\n```{{toctree}}\n:hidden:\n:caption: {caption}\n\n{entries}\n```\n"
 
 
 def as_published(app, docname: str, source: list[str]) -> None:
