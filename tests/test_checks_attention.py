@@ -8,7 +8,15 @@ import torch
 from checker_cases import assert_each_named_as_itself
 
 from utils import scaled_dot_product_attention
-from utils.checks.attention import check_attention, check_causal_attention, check_masked_softmax
+from utils.checks.attention import (
+    POOL_CASES,
+    check_attention,
+    check_attention_pool,
+    check_causal_attention,
+    check_local_mask,
+    check_masked_softmax,
+    local_mask_reference,
+)
 from utils.checks.core import CheckFailed
 
 
@@ -527,3 +535,296 @@ def test_a_blank_causal_attention_passes_its_hint_through():
 )
 def test_no_mistake_is_named_as_another(checker, mistakes):
     assert len(assert_each_named_as_itself(checker, mistakes)) == len(mistakes)
+
+
+# ---- attention pooling: one learned query attends over the tokens --------------------------------
+
+
+def pool_weights(tokens, query):
+    return (tokens @ query / math.sqrt(query.shape[-1])).softmax(-1)  # (B, N)
+
+
+def pool_with(weights_fn, out_fn=lambda w, t, q: (w[..., None] * t).sum(1)):
+    """An attention_pool(tokens, query) whose weights and pooled vector follow the given (maybe wrong) rules."""
+
+    def attention_pool(tokens, query):
+        weights = weights_fn(tokens, query)
+        return out_fn(weights, tokens, query), weights
+
+    return attention_pool
+
+
+def pool_by_library(tokens, query):  # the query as a sequence of one, utils' attention
+    out, weights = scaled_dot_product_attention(query.expand(tokens.shape[0], 1, -1), tokens, tokens)
+    return out[:, 0], weights[:, 0]
+
+
+def pool_by_torch(tokens, query):  # torch's kernel for the output, einsum for the weights
+    pooled = torch.nn.functional.scaled_dot_product_attention(query[None, None], tokens, tokens)[:, 0]
+    weights = torch.einsum("bnd,d->bn", tokens, query / math.sqrt(query.shape[-1])).softmax(-1)
+    return pooled, weights
+
+
+def test_check_attention_pool_passes_the_reference_and_equivalents(capsys):
+    check_attention_pool(pool_with(pool_weights))
+    first = capsys.readouterr().out
+    assert "✓ attention_pool matches the reference on 3 cases" in first and "shuffling the tokens" in first
+    check_attention_pool(pool_by_library)
+    check_attention_pool(pool_by_torch)
+    check_attention_pool(pool_with(pool_weights, lambda w, t, q: (w[:, None, :] @ t)[:, 0]))  # a batched matmul
+    check_attention_pool(lambda t, q: tuple(x.double() for x in pool_by_library(t, q)))
+    assert capsys.readouterr().out.count("✓") == 4
+
+
+def query_among_keys(tokens, query):  # the query appended as a token: it attends to itself too
+    B, N, D = tokens.shape
+    keys = torch.cat([query.expand(B, 1, D), tokens], dim=1)  # (B, N + 1, D)
+    out, weights = scaled_dot_product_attention(query.expand(B, 1, D), keys, keys)
+    return out[:, 0], weights[:, 0]
+
+
+def weights_with_query_axis(tokens, query):
+    out, weights = scaled_dot_product_attention(query.expand(tokens.shape[0], 1, -1), tokens, tokens)
+    return out[:, 0], weights  # (B, 1, N)
+
+
+def pooled_with_query_axis(tokens, query):
+    out, weights = scaled_dot_product_attention(query.expand(tokens.shape[0], 1, -1), tokens, tokens)
+    return out, weights[:, 0]  # (B, 1, D)
+
+
+def query_times_tokens(tokens, query):  # query @ tokens: (D,) @ (B, N, D) only runs when N == D
+    weights = (query @ tokens / math.sqrt(query.shape[-1])).softmax(-1)
+    return (weights[..., None] * tokens).sum(1), weights
+
+
+def weighted_by_position(tokens, query):  # right, plus a bias that grows along the sequence: reads the order
+    N = tokens.shape[1]
+    weights = (tokens @ query / math.sqrt(query.shape[-1]) + 0.1 * torch.arange(N)).softmax(-1)
+    return (weights[..., None] * tokens).sum(1), weights
+
+
+def D(tokens):
+    return tokens.shape[-1]
+
+
+POOL_MISTAKES = [  # (name, wrong attention_pool, regex naming the mistake)
+    ("not scaled", pool_with(lambda t, q: (t @ q).softmax(-1)), r"not scaled: divide each token's score"),
+    ("divided by D", pool_with(lambda t, q: (t @ q / D(t)).softmax(-1)), r"divided by D; divide by sqrt\(D\)"),
+    ("divided by sqrt(N)", pool_with(lambda t, q: (t @ q / math.sqrt(t.shape[1])).softmax(-1)), r"sqrt\(N\)"),
+    (
+        "softmax over the images",
+        pool_with(lambda t, q: (t @ q / math.sqrt(D(t))).softmax(0)),
+        "softmax runs over the images",
+    ),
+    ("scores as the weights", pool_with(lambda t, q: t @ q / math.sqrt(D(t))), "returned the scores as the weights"),
+    (
+        "mean pooling",
+        lambda t, q: (t.mean(1), torch.full(t.shape[:2], 1 / t.shape[1])),
+        r"same weight 1/N \(mean pooling\)",
+    ),
+    (
+        "the first token as the query",
+        pool_with(lambda t, q: (t @ t[:, 0, :, None] / math.sqrt(D(t)))[..., 0].softmax(-1)),
+        r"the query is the first token \(tokens\[:, 0\]\)",
+    ),
+    ("the query among the keys", query_among_keys, "the query is among the keys"),
+    ("weights (B, 1, N)", weights_with_query_axis, "drop the query axis: with one query"),
+    ("pooled (B, 1, D)", pooled_with_query_axis, "drop the query axis: one pooled vector"),
+    (
+        "weighted tokens not summed",
+        pool_with(pool_weights, lambda w, t, q: w[..., None] * t),
+        "returned the weighted tokens without summing",
+    ),
+    ("pooled is the mean", pool_with(pool_weights, lambda w, t, q: t.mean(1)), "plain mean of the tokens"),
+    ("pooled is the sum", pool_with(pool_weights, lambda w, t, q: t.sum(1)), "the sum of the tokens"),
+    ("pooled is the max", pool_with(pool_weights, lambda w, t, q: t.max(1).values), r"\(max pooling\)"),
+    (
+        "pooled divided by sqrt(D)",
+        pool_with(pool_weights, lambda w, t, q: (w[..., None] * t).sum(1) / math.sqrt(D(t))),
+        r"divided by sqrt\(D\) once more",
+    ),
+    (
+        "query added",
+        pool_with(pool_weights, lambda w, t, q: (w[..., None] * t).sum(1) + q),
+        "the query is added to the pooled vector",
+    ),
+    (
+        "softmax of the pooled vector",
+        pool_with(pool_weights, lambda w, t, q: (w[..., None] * t).sum(1).softmax(-1)),
+        "softmax is applied to the pooled vector",
+    ),
+    ("(weights, pooled) returned", lambda t, q: pool_by_library(t, q)[::-1], r"you returned \(weights, pooled\)"),
+    ("query @ tokens", query_times_tokens, r"RuntimeError .* tokens @ query, \(B, N, D\) @ \(D,\) -> \(B, N\)"),
+    ("reads the order", weighted_by_position, "^weights: values differ"),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", POOL_MISTAKES, ids=[m[0] for m in POOL_MISTAKES])
+def test_check_attention_pool_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_attention_pool(wrong)
+
+
+def test_check_attention_pool_names_a_result_that_depends_on_the_order():
+    """Right on the cases as given, but not on the shuffled tokens: the set property is checked too."""
+    seen = []
+
+    def right_until_shuffled(tokens, query):
+        pooled, weights = pool_by_library(tokens, query)
+        seen.append(tokens.shape)
+        return (pooled + 1, weights) if len(seen) > len(POOL_CASES) else (pooled, weights)
+
+    with pytest.raises(CheckFailed, match="shuffling the tokens changed the pooled vector"):
+        check_attention_pool(right_until_shuffled)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda t, q: t, r"expected a pair of tensors \(pooled, weights\), got Tensor"),
+        (lambda t, q: None, "forget to `return`"),
+        (pool_with(lambda t, q: pool_weights(t, q) * 1.01), "^weights: values differ"),
+        (pool_with(pool_weights, lambda w, t, q: (w[..., None] * t).sum(1) * 1.01), "^pooled: values differ"),
+        (lambda t, q: (pool_by_library(t, q)[0].long(), pool_weights(t, q)), "expected a float32 tensor, got int64"),
+    ],
+)
+def test_check_attention_pool_is_neutral_when_it_cannot_tell(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_attention_pool(wrong)
+
+
+def test_no_pooling_mistake_is_named_as_another():
+    assert len(assert_each_named_as_itself(check_attention_pool, POOL_MISTAKES)) == len(POOL_MISTAKES)
+
+
+# ---- a local 3 x 3 mask on a grid of tokens --------------------------------------------------------
+
+
+def grid(rows, cols):
+    """(row, column) of each token in row-major order, and the differences between every two tokens."""
+    i = torch.arange(rows * cols)
+    r, c = i // cols, i % cols
+    return (r[:, None] - r[None, :]).abs(), (c[:, None] - c[None, :]).abs(), (i[:, None] - i[None, :]).abs()
+
+
+def local_by_loops(rows, cols):  # a learner's loops over the grid
+    mask = torch.zeros(rows * cols, rows * cols, dtype=torch.bool)
+    for r in range(rows):
+        for c in range(cols):
+            for dr in (-1, 0, 1):
+                for dc in (-1, 0, 1):
+                    if 0 <= r + dr < rows and 0 <= c + dc < cols:
+                        mask[r * cols + c, (r + dr) * cols + (c + dc)] = True
+    return mask
+
+
+def local_by_cdist(rows, cols):  # the Chebyshev distance between grid positions
+    positions = torch.cartesian_prod(torch.arange(rows), torch.arange(cols)).float()  # (T, 2), row-major
+    return torch.cdist(positions, positions, p=float("inf")) <= 1
+
+
+def local_by_conv(rows, cols):  # each token's one-hot image, spread by a 3 x 3 box filter
+    T = rows * cols
+    one_hot = torch.eye(T).reshape(T, 1, rows, cols)
+    spread = torch.nn.functional.conv2d(one_hot, torch.ones(1, 1, 3, 3), padding=1)  # (T, 1, rows, cols)
+    return spread.reshape(T, T) > 0
+
+
+def test_check_local_mask_passes_the_reference_and_equivalents(capsys):
+    for right in (local_mask_reference, local_by_loops, local_by_cdist, local_by_conv):
+        check_local_mask(right)
+    out = capsys.readouterr().out
+    assert out.count("✓ local_mask matches the reference on 3 grids") == 4 and "a corner token sees 4" in out
+
+
+def ring_by_loops(rows, cols):
+    mask = local_by_loops(rows, cols)
+    return mask & ~torch.eye(rows * cols, dtype=torch.bool)
+
+
+def index_offsets(rows, cols):  # neighbours as i + offset, no edge check (offsets that fall off the ends dropped)
+    T = rows * cols
+    mask = torch.zeros(T, T, dtype=torch.bool)
+    for i in range(T):
+        for offset in (-cols - 1, -cols, -cols + 1, -1, 0, 1, cols - 1, cols, cols + 1):
+            if 0 <= i + offset < T:
+                mask[i, i + offset] = True
+    return mask
+
+
+def torus(rows, cols):
+    mask = torch.zeros(rows * cols, rows * cols, dtype=torch.bool)
+    for r in range(rows):
+        for c in range(cols):
+            for dr in (-1, 0, 1):
+                for dc in (-1, 0, 1):
+                    mask[r * cols + c, (r + dr) % rows * cols + (c + dc) % cols] = True
+    return mask
+
+
+def column_major(rows, cols):
+    i = torch.arange(rows * cols)
+    r, c = i % rows, i // rows
+    return ((r[:, None] - r[None, :]).abs() <= 1) & ((c[:, None] - c[None, :]).abs() <= 1)
+
+
+def rows_from_rows(rows, cols):  # i // rows and i % rows: the row length taken from the wrong side
+    i = torch.arange(rows * cols)
+    r, c = i // rows, i % rows
+    return ((r[:, None] - r[None, :]).abs() <= 1) & ((c[:, None] - c[None, :]).abs() <= 1)
+
+
+def off_the_grid(rows, cols):  # loops without the edge check: an index past the end
+    mask = torch.zeros(rows * cols, rows * cols, dtype=torch.bool)
+    for r in range(rows):
+        for c in range(cols):
+            for dr in (0, 1):
+                mask[r * cols + c, (r + dr) * cols + c] = True
+    return mask
+
+
+LOCAL_MISTAKES = [  # (name, wrong local_mask, regex naming the mistake)
+    ("5 x 5", lambda r, c: (grid(r, c)[0] <= 2) & (grid(r, c)[1] <= 2), r"the window is 5 x 5"),
+    ("ring without the centre", ring_by_loops, r"each token hides itself \(a ring of 8\)"),
+    ("inverted", lambda r, c: ~local_mask_reference(r, c), "the mask is inverted: True must mark"),
+    ("cross of 5", lambda r, c: (grid(r, c)[0] + grid(r, c)[1]) <= 1, r"diagonal neighbours are missing"),
+    ("1-D band", lambda r, c: grid(r, c)[2] <= 1, r"neighbours in the sequence \(i - 1, i, i \+ 1\)"),
+    ("index offsets, wrapping the row ends", index_offsets, "the mask wraps around the edges"),
+    ("torus", torus, "the window wraps around the grid"),
+    ("rows and columns mixed up (column-major)", column_major, "rows and columns are mixed up"),
+    ("rows and columns mixed up (i // rows)", rows_from_rows, "rows and columns are mixed up"),
+    ("off the grid", off_the_grid, "an index ran off the grid"),
+    (
+        "(rows, cols, rows, cols)",
+        lambda r, c: local_mask_reference(r, c).reshape(r, c, r, c),
+        "flatten the grid: the mask is \\(T, T\\)",
+    ),
+    ("float mask", lambda r, c: local_mask_reference(r, c).float(), "expected a boolean mask .* got float32"),
+    ("0/1 integers", lambda r, c: local_mask_reference(r, c).long(), "expected a boolean mask .* got int64"),
+    (
+        "only the token itself",
+        lambda r, c: torch.eye(r * c, dtype=torch.bool),
+        r"the top-left corner token \(0, 0\) may attend to 1 tokens",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", LOCAL_MISTAKES, ids=[m[0] for m in LOCAL_MISTAKES])
+def test_check_local_mask_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_local_mask(wrong)
+
+
+def test_check_local_mask_names_the_token_whose_window_is_wrong():
+    def without_the_bottom_right(rows, cols):  # right except that no token sees the one below and right
+        i = torch.arange(rows * cols)
+        below_right = (i[None, :] - i[:, None]) == cols + 1
+        return local_mask_reference(rows, cols) & ~below_right
+
+    with pytest.raises(CheckFailed, match=r"top-left corner token \(0, 0\) may attend to 3 tokens .* it sees 4"):
+        check_local_mask(without_the_bottom_right)
+
+
+def test_no_local_mask_mistake_is_named_as_another():
+    assert len(assert_each_named_as_itself(check_local_mask, LOCAL_MISTAKES)) == len(LOCAL_MISTAKES)

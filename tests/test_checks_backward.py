@@ -10,7 +10,9 @@ from checker_cases import assert_each_named_as_itself
 from utils.checks.backward import (
     check_attention_backward,
     check_layer_norm_backward,
+    check_layer_scale_backward,
     check_residual_backward,
+    check_rms_norm_backward,
     check_softmax_backward,
 )
 from utils.checks.core import CheckFailed
@@ -492,12 +494,214 @@ def test_check_residual_backward_says_what_came(wrong, words):
         check_residual_backward(wrong)
 
 
+# ---- 5. RMSNorm ------------------------------------------------------------------------------
+
+
+def rms_norm_with(
+    *,
+    mean_term=False,
+    scale_term=True,
+    weighted=True,
+    weight_last=False,
+    reduce="sum",
+    gather="mean",
+    centred=False,
+    eps_used=True,
+    eps_inside=True,
+    weight_grad="x_hat",
+):
+    """An RMSNorm backward with one thing changed: the mistakes below, or the reference with no argument."""
+
+    def rms_norm_backward(x, weight, grad_out, eps):
+        eps = eps if eps_used else 0
+        if centred:
+            x = x - x.mean(-1, keepdim=True)
+        mean_square = x.pow(2).mean(-1, keepdim=True)  # (..., 1)
+        rrms = 1 / torch.sqrt(mean_square + eps) if eps_inside else 1 / (torch.sqrt(mean_square) + eps)
+        x_hat = x * rrms  # (..., D)
+        g_hat = grad_out * weight if weighted and not weight_last else grad_out
+        over = (lambda t: t.mean(-1, keepdim=True)) if gather == "mean" else (lambda t: t.sum(-1, keepdim=True))
+        grad = g_hat - over(g_hat) if mean_term else g_hat
+        if scale_term:
+            grad = grad - x_hat * over(g_hat * x_hat)
+        grad_x = rrms * grad * (weight if weight_last else 1)
+        lead = tuple(range(x.ndim - 1))
+        per_token = {"x_hat": grad_out * x_hat, "x": grad_out * x, "g_hat": g_hat * x_hat, "bias": grad_out}
+        per_token = per_token[weight_grad]
+        grad_weight = {"sum": per_token.sum(lead), "mean": per_token.mean(lead), "none": per_token}[reduce]
+        return grad_x, grad_weight
+
+    return rms_norm_backward
+
+
+def rms_by_the_jacobian(x, weight, grad_out, eps):
+    """The same, through dx_hat_j/dx_i = rrms (delta_ij - x_hat_i x_hat_j / D), built per token."""
+    D = x.shape[-1]
+    rrms = (x.pow(2).mean(-1, keepdim=True) + eps).rsqrt()  # (..., 1)
+    x_hat = x * rrms
+    jacobian = rrms[..., None] * (torch.eye(D, dtype=x.dtype) - x_hat[..., :, None] * x_hat[..., None, :] / D)
+    grad_x = (jacobian @ (grad_out * weight)[..., None])[..., 0]  # the Jacobian is symmetric
+    return grad_x, (grad_out * x_hat).reshape(-1, D).sum(0)
+
+
+RMS_NORM_MISTAKES = [
+    ("LayerNorm's mean term", rms_norm_with(mean_term=True), "^you kept LayerNorm's mean term"),
+    ("no scale term", rms_norm_with(scale_term=False), "^the term of the root mean square is missing from grad_x"),
+    ("no weight", rms_norm_with(weighted=False), "^weight is not applied to grad_out in grad_x"),
+    ("weight last", rms_norm_with(weight_last=True), "^weight multiplies the whole bracket"),
+    ("no eps", rms_norm_with(eps_used=False), "^eps is missing: rrms = 1 / sqrt"),
+    ("eps outside", rms_norm_with(eps_inside=False), "^eps is added outside the square root"),
+    ("centred", rms_norm_with(centred=True), "^you centred x, as LayerNorm does"),
+    ("LayerNorm's backward", rms_norm_with(centred=True, mean_term=True), "^LayerNorm's backward, mean term"),
+    ("sum, not mean", rms_norm_with(gather="sum"), "^the term of the root mean square is summed over the features"),
+    ("not summed", rms_norm_with(reduce="none"), r"^grad_weight is not summed over the token \(and batch\) axes"),
+    ("averaged", rms_norm_with(reduce="mean"), "^grad_weight is averaged over the tokens; sum instead"),
+    ("x for x_hat", rms_norm_with(weight_grad="x"), "^grad_weight multiplies grad_out by x;"),
+    ("g_hat", rms_norm_with(weight_grad="g_hat"), r"^grad_weight multiplies by g_hat = grad_out \* weight"),
+    ("a bias's", rms_norm_with(weight_grad="bias"), "^grad_weight sums grad_out alone, as a bias's gradient"),
+]
+
+
+def test_check_rms_norm_backward_passes_the_reference(capsys):
+    check_rms_norm_backward(rms_norm_with())
+    check_rms_norm_backward(rms_by_the_jacobian)
+    out = capsys.readouterr().out
+    assert out.count("✓ rms_norm_backward matches torch.autograd on 3 cases (grad_x and grad_weight): ") == 2
+
+
+def test_no_rms_norm_mistake_is_named_as_another():
+    assert_each_named_as_itself(check_rms_norm_backward, RMS_NORM_MISTAKES)
+
+
+def test_rms_norm_missing_rrms_and_the_wrong_sign_are_named():
+    def no_rrms(x, weight, grad_out, eps):
+        grad_x, grad_weight = rms_norm_with()(x, weight, grad_out, eps)
+        return grad_x * torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps), grad_weight
+
+    with pytest.raises(CheckFailed, match="^rrms is missing from grad_x"):
+        check_rms_norm_backward(no_rrms)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda x, w, g, eps: x, r"^expected a tuple of 2 tensors \(grad_x, grad_weight\), got"),
+        (lambda x, w, g, eps: (x, w, g), r"^expected a tuple of 2 tensors"),
+        (lambda x, w, g, eps: (g.float(), w), r"^grad_x: expected a float64 tensor, got float32"),
+        (
+            lambda x, w, g, eps: (
+                rms_norm_with()(x, w, g, eps)[0],
+                g.reshape(-1, g.shape[-1])[:2].sum(0, keepdim=True),
+            ),
+            r"^expected grad_weight of shape \(8,\), the shape of weight",
+        ),
+        (lambda x, w, g, eps: (1.001 * rms_norm_with()(x, w, g, eps)[0], w), r"^grad_x: values differ .*: grad_x ="),
+    ],
+)
+def test_check_rms_norm_backward_says_what_came(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_rms_norm_backward(wrong)
+
+
+# ---- 6. LayerScale in a residual half block --------------------------------------------------
+
+
+def layer_scale_with(x_path="right", gamma_path="right"):
+    """A LayerScale half block's backward with one thing changed (each path by name), or the reference."""
+
+    def layer_scale_backward(grad_y, gamma, branch_out, norm_vjp, branch_vjp):
+        grad_x = {
+            "right": lambda: grad_y + norm_vjp(branch_vjp(gamma * grad_y)),
+            "no gamma": lambda: grad_y + norm_vjp(branch_vjp(grad_y)),
+            "gamma on both": lambda: gamma * grad_y + norm_vjp(branch_vjp(gamma * grad_y)),
+            "gamma last": lambda: grad_y + gamma * norm_vjp(branch_vjp(grad_y)),
+            "no identity": lambda: norm_vjp(branch_vjp(gamma * grad_y)),
+            "no branch": lambda: grad_y,
+            "forward order": lambda: grad_y + branch_vjp(norm_vjp(gamma * grad_y)),
+            "divided": lambda: grad_y + norm_vjp(branch_vjp(grad_y / gamma)),
+        }[x_path]()
+        lead = tuple(range(grad_y.ndim - 1))
+        grad_gamma = {
+            "right": lambda: (grad_y * branch_out).sum(lead),
+            "not summed": lambda: grad_y * branch_out,
+            "averaged": lambda: (grad_y * branch_out).mean(lead),
+            "a bias's": lambda: grad_y.sum(lead),
+            "with gamma": lambda: (gamma * grad_y * branch_out).sum(lead),
+            "over channels": lambda: (grad_y * branch_out).sum(-1),
+        }[gamma_path]()
+        return grad_x, grad_gamma
+
+    return layer_scale_backward
+
+
+def layer_scale_by_rows(grad_y, gamma, branch_out, norm_vjp, branch_vjp):
+    """The same, grad_gamma as a sum over rows laid end to end, gamma folded into the branch's vjp."""
+    D = grad_y.shape[-1]
+    grad_gamma = torch.einsum("nd,nd->d", grad_y.reshape(-1, D), branch_out.reshape(-1, D))
+    return norm_vjp(branch_vjp(grad_y * gamma)) + grad_y, grad_gamma
+
+
+LAYER_SCALE_MISTAKES = [
+    ("no gamma", layer_scale_with("no gamma"), "^gamma is left out of the branch.s path"),
+    ("gamma on both", layer_scale_with("gamma on both"), "^gamma scales the identity path too"),
+    ("gamma last", layer_scale_with("gamma last"), "^gamma is applied after the vjps"),
+    ("no identity", layer_scale_with("no identity"), "^the residual path is missing; the gradient adds"),
+    ("no branch", layer_scale_with("no branch"), "^the branch is missing: grad_y reaches x"),
+    ("forward order", layer_scale_with("forward order"), "^backward runs the forward in reverse"),
+    ("divided", layer_scale_with("divided"), "^grad_x is divided by gamma"),
+    ("not summed", layer_scale_with(gamma_path="not summed"), "^grad_gamma is not summed over the batch and token"),
+    ("averaged", layer_scale_with(gamma_path="averaged"), "^grad_gamma is averaged over the tokens"),
+    ("a bias's", layer_scale_with(gamma_path="a bias's"), "^grad_gamma sums grad_y alone, as a bias's gradient"),
+    ("with gamma", layer_scale_with(gamma_path="with gamma"), "^grad_gamma holds gamma"),
+    ("over channels", layer_scale_with(gamma_path="over channels"), "^grad_gamma sums over the channels"),
+]
+
+
+def test_check_layer_scale_backward_passes_the_reference(capsys):
+    check_layer_scale_backward(layer_scale_with())
+    check_layer_scale_backward(layer_scale_by_rows)
+    out = capsys.readouterr().out
+    expected = "✓ layer_scale_backward matches torch.autograd through x + gamma * mlp(LayerNorm(x)) on 3 cases"
+    assert out.count(expected) == 2
+
+
+def test_no_layer_scale_mistake_is_named_as_another():
+    assert_each_named_as_itself(check_layer_scale_backward, LAYER_SCALE_MISTAKES)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda g, gamma, b, n, v: g, r"^expected a tuple of 2 tensors \(grad_x, grad_gamma\), got"),
+        (lambda g, gamma, b, n, v: (g, gamma.float()), r"^grad_gamma: expected a float64 tensor, got float32"),
+        (
+            lambda g, gamma, b, n, v: (1.001 * layer_scale_with()(g, gamma, b, n, v)[0], gamma),
+            r"^grad_x: values differ .*: grad_x = grad_y \+ norm_vjp\(branch_vjp\(gamma \* grad_y\)\)",
+        ),
+        (
+            lambda g, gamma, b, n, v: (g + n(v(gamma)), gamma),
+            r"raised ValueError .*branch_vjp takes one gradient of shape \(2, 5, 8\)",
+        ),
+    ],
+)
+def test_check_layer_scale_backward_says_what_came(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_layer_scale_backward(wrong)
+
+
 # ---- every checker ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "checker",
-    [check_softmax_backward, check_attention_backward, check_layer_norm_backward, check_residual_backward],
+    [
+        check_softmax_backward,
+        check_attention_backward,
+        check_layer_norm_backward,
+        check_residual_backward,
+        check_rms_norm_backward,
+        check_layer_scale_backward,
+    ],
 )
 def test_a_blank_exercise_passes_through(checker):
     with pytest.raises(NotImplementedError, match="Hint: start from the forward"):
@@ -506,7 +710,14 @@ def test_a_blank_exercise_passes_through(checker):
 
 @pytest.mark.parametrize(
     "checker",
-    [check_softmax_backward, check_attention_backward, check_layer_norm_backward, check_residual_backward],
+    [
+        check_softmax_backward,
+        check_attention_backward,
+        check_layer_norm_backward,
+        check_residual_backward,
+        check_rms_norm_backward,
+        check_layer_scale_backward,
+    ],
 )
 def test_a_called_function_is_refused(checker):
     with pytest.raises(CheckFailed, match="^expected your function itself"):

@@ -8,9 +8,10 @@ import torch
 import torch.nn.functional as F
 from checker_cases import assert_each_named_as_itself
 
-from utils import prepend_cls_token, resize_pos_embed, sincos_pos_embed_2d
+from utils import patchify, prepend_cls_token, resize_pos_embed, sincos_pos_embed_2d, unpatchify
 from utils.checks.core import CheckFailed
 from utils.checks.embeddings import (
+    check_jigsaw_gap,
     check_resize_pos_embed,
     check_sincos_2d,
     check_token_sequence,
@@ -339,10 +340,12 @@ def test_check_sincos_2d_passes_the_reference(capsys):
 # ---- check_resize_pos_embed -----------------------------------------------------------------
 
 
-def resize_by_hand(pos_embed, old, new, reshape="right", back="right", **options):
+def resize_by_hand(pos_embed, old, new, reshape="right", back="right", whole=None, **options):
+    """The resize exercise, with switchable mistakes; whole: a table laid out on the grid as it is,
+    its class entry included (a reshape error)."""
     (r, c), (nr, nc) = old, new
     D = pos_embed.shape[-1]
-    cls, grid = pos_embed[:, :1], pos_embed[:, 1:]
+    cls, grid = pos_embed[:, :1], pos_embed[:, 1:] if whole is None else whole
     if reshape == "right":
         image = grid.reshape(1, r, c, D).permute(0, 3, 1, 2)
     elif reshape == "straight":
@@ -366,7 +369,23 @@ RESIZE_MISTAKES = [  # (name, wrong resize, regex naming the mistake)
     (
         "reshaped straight to an image",
         lambda p, o, n: resize_by_hand(p, o, n, reshape="straight"),
-        r"straight to \(1, D",
+        r"reshaped the \(1, N, D\) table straight to \(1, D",
+    ),
+    (
+        "reshaped straight to an image and straight back",
+        lambda p, o, n: resize_by_hand(p, o, n, reshape="straight", back="straight"),
+        r"reshaped the \(N, D\) rows straight to \(1, D, rows, cols\) and back, with no permute: .*"
+        r"reshape to \(1, rows, cols, D\) and permute to \(1, D, rows, cols\)",
+    ),
+    (
+        "class entry laid out on the grid",
+        lambda p, o, n: resize_by_hand(p, o, n, whole=p),
+        r"pos_embed has 1 \+ rows \* cols entries, one more than the grid has places: keep the class entry apart",
+    ),
+    (
+        "square grid assumed",
+        lambda p, o, n: resize_by_hand(p, (round((p.shape[1] - 1) ** 0.5),) * 2, n),
+        r"the grid is 3 x 5, not square: take its rows and columns from old_grid",
     ),
     (
         "reshaped straight back",
@@ -620,3 +639,109 @@ def test_a_result_that_needs_grad_passes(checker, reference, capsys):  # xy_pos_
 )
 def test_no_mistake_is_named_as_another(checker, mistakes):
     assert len(assert_each_named_as_itself(checker, mistakes)) == len(mistakes)
+
+
+# ---- check_jigsaw_gap: a whole ViT, its images and their shuffled patches ------------------------
+
+
+def jigsaw(images, P, order):
+    return unpatchify(patchify(images, P)[:, order], P, tuple(images.shape[-2:]))
+
+
+def gap_by_patchify(model, images, order, how=lambda a, b: (a - b).abs().max().item(), P=None, size=None):
+    """The jigsaw test, with switchable mistakes: how the gap is taken, the patch size, the image size."""
+    P = P or model.config.patch_size
+    moved = unpatchify(patchify(images, P)[:, order], P, size or tuple(images.shape[-2:]))
+    with torch.no_grad():
+        return how(model(images), model(moved))
+
+
+def gap_by_reshape(model, images, order):
+    """Written without the library: the grid of patches by reshape and permute, as in lesson 1."""
+    B, C, H, W = images.shape
+    P = model.config.patch_size
+    grid = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 1, 3, 5).reshape(B, -1, C, P, P)
+    moved = grid[:, order].reshape(B, H // P, W // P, C, P, P).permute(0, 3, 1, 4, 2, 5).reshape(B, C, H, W)
+    return (model(images) - model(moved)).abs().max()
+
+
+def gap_inverse(model, images, order):
+    P = model.config.patch_size
+    patches = patchify(images, P)
+    moved = torch.empty_like(patches)
+    moved[:, order] = patches  # patch i goes to place order[i]
+    return (model(images) - model(unpatchify(moved, P, tuple(images.shape[-2:])))).abs().max()
+
+
+def gap_pixel_rows(model, images, order):
+    rows = torch.arange(images.shape[-2]).flip(0)  # every row of pixels moved, the patches broken up
+    return (model(images) - model(images[:, :, rows])).abs().max()
+
+
+JIGSAW_MISTAKES = [  # (name, wrong jigsaw_gap, regex naming the mistake)
+    ("no jigsaw made", lambda m, x, o: (m(x) - m(x)).abs().max(), "your gap is 0: the model saw the same input twice"),
+    ("inverse order", gap_inverse, r"you moved patch i of the images to place order\[i\]"),
+    ("mean, not max", lambda m, x, o: gap_by_patchify(m, x, o, how=lambda a, b: (a - b).abs().mean()), "averaged"),
+    (
+        "signed max",
+        lambda m, x, o: gap_by_patchify(m, x, o, how=lambda a, b: (a - b).max()),
+        "take the absolute value of the differences before the max",
+    ),
+    ("pixel rows shuffled", gap_pixel_rows, "without positions the gap must be 0 .*each intact"),
+    (
+        "patch size 4 for every model",
+        lambda m, x, o: gap_by_patchify(m, x, o, P=4),
+        r"this model's patches are 8 x 8, not 4 x 4: take P from model.config.patch_size",
+    ),
+    (
+        "square images assumed",
+        lambda m, x, o: gap_by_patchify(m, x, o, size=(x.shape[-2],) * 2),
+        r"the images are 32 x 48, not 32 x 32: take \(H, W\) from images.shape",
+    ),
+    (
+        "one gap per image",
+        lambda m, x, o: gap_by_patchify(m, x, o, how=lambda a, b: (a - b).abs().amax(dim=1)),
+        r"expected one number, got Tensor .* shape \(2,\)",
+    ),
+    ("the model returned", lambda m, x, o: m, "the gap must be a number, got VisionTransformer"),
+    ("NaN", lambda m, x, o: float("nan"), "the gap is nan"),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", JIGSAW_MISTAKES, ids=[m[0] for m in JIGSAW_MISTAKES])
+def test_check_jigsaw_gap_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_jigsaw_gap(wrong)
+
+
+def test_check_jigsaw_gap_names_each_mistake_as_itself():
+    assert len(assert_each_named_as_itself(check_jigsaw_gap, JIGSAW_MISTAKES)) == len(JIGSAW_MISTAKES)
+
+
+def test_check_jigsaw_gap_is_neutral_when_it_cannot_tell():
+    with pytest.raises(CheckFailed, match=r"^your gap is [0-9.e-]+, the reference's"):
+        check_jigsaw_gap(lambda m, x, o: gap_by_patchify(m, x, o) * 3)
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        gap_by_patchify,
+        gap_by_reshape,
+        lambda m, x, o: gap_by_patchify(m, x, o, how=lambda a, b: (a - b).abs().max()),  # a 0-d tensor
+        lambda m, x, o: gap_by_patchify(m, x, o, how=lambda a, b: (b - a).abs().max().numpy()),  # NumPy
+        lambda m, x, o: gap_by_patchify(m, x, o, how=lambda a, b: (a - b).norm(p=float("inf")).item()),
+    ],
+    ids=["patchify", "reshape", "tensor", "numpy", "inf-norm"],
+)
+def test_check_jigsaw_gap_passes_the_reference(right, capsys):
+    check_jigsaw_gap(right)
+    out = capsys.readouterr().out
+    assert out.startswith("✓ jigsaw_gap matches the reference on 4 ViTs") and "changes nothing (gap 0.0000" in out
+
+
+def test_check_jigsaw_gap_leaves_the_global_random_numbers_alone():
+    torch.manual_seed(0)
+    before = torch.random.get_rng_state()
+    check_jigsaw_gap(gap_by_patchify)
+    assert torch.equal(torch.random.get_rng_state(), before)

@@ -1,6 +1,7 @@
 """Lesson 4's checkers pass the reference, name each typical mistake in words, and turn whatever
 else comes back into a failure that says what came."""
 
+import copy
 import math
 
 import pytest
@@ -9,17 +10,26 @@ import torch.nn.functional as F
 from checker_cases import assert_each_named_as_itself
 from references import randomize_, torch_mha_from
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from utils import MultiHeadSelfAttention, merge_heads, scaled_dot_product_attention, split_heads
 from utils.checks.core import CheckFailed
 from utils.checks.multi_head import (
+    COST_CASES,
     check_fuse_head_weights,
+    check_grouped_query_attention,
+    check_grouped_query_cost,
     check_merge_heads,
     check_multi_head_attention,
     check_split_heads,
+    check_split_kv_heads,
+    gqa_layers,
+    grouped_query_cost,
     paper_head_matrices,
     paper_multi_head,
+    reference_grouped_query_attention,
     reference_multi_head,
+    reference_split_kv_heads,
 )
 
 # Each checker gets a learner's function that returns the reference's answer passed through one
@@ -529,3 +539,409 @@ def test_a_forward_that_changes_its_layers_is_not_called_random():
 
     with pytest.raises(CheckFailed, match="^values differ from the reference"):
         check_multi_head_attention(doubles_qkv)
+
+
+# --- grouped-query attention: split_kv_heads ------------------------------------------------
+
+
+def kv_split(x, num_kv_heads, num_heads):
+    """A correct solution written independently of the checker's reference."""
+    B, T, D_kv = x.shape
+    heads = x.reshape(B, T, num_kv_heads, D_kv // num_kv_heads).transpose(1, 2)  # (B, kv, T, hd)
+    return heads.repeat_interleave(num_heads // num_kv_heads, dim=1)
+
+
+def kv_by_index(x, num_kv_heads, num_heads):
+    """Another: gather the key/value head h // group for each query head h."""
+    group = num_heads // num_kv_heads
+    return split_heads(x, num_kv_heads)[:, torch.arange(num_heads) // group]
+
+
+def kv_expanded(x, num_kv_heads, num_heads):
+    """A third: expand a group axis, then fold it into the heads (what Llama's repeat_kv does)."""
+    B, T, D_kv = x.shape
+    heads = split_heads(x, num_kv_heads)  # (B, kv, T, hd)
+    group = num_heads // num_kv_heads
+    return heads[:, :, None].expand(B, num_kv_heads, group, T, D_kv // num_kv_heads).reshape(B, num_heads, T, -1)
+
+
+def kv_mistake(split="right", share="interleave", count=None, axis=1):
+    """split_kv_heads with switches for the typical mistakes."""
+
+    def wrong(x, num_kv_heads, num_heads):
+        B, T, D_kv = x.shape
+        kv, hd = num_kv_heads, D_kv // num_kv_heads
+        group = num_heads // kv if count is None else count(num_kv_heads, num_heads)
+        if split == "right":
+            heads = x.reshape(B, T, kv, hd).transpose(1, 2)
+        elif split == "swapped":  # heads and head_dim swapped in the reshape
+            heads = x.reshape(B, T, hd, kv).permute(0, 3, 1, 2)
+        elif split == "straight":
+            heads = x.reshape(B, kv, T, hd)
+        elif split == "num_heads":  # head_dim taken as D_kv // num_heads
+            return x.reshape(B, T, num_heads, D_kv // num_heads).transpose(1, 2)
+        elif split == "no_transpose":
+            return x.reshape(B, T, kv, hd).repeat_interleave(group, dim=2)
+        if share == "repeat":
+            return heads.repeat(1, group, 1, 1)
+        if share == "none":
+            return heads
+        if share == "features":
+            return x.repeat_interleave(group, dim=-1).reshape(B, T, num_heads, hd).transpose(1, 2)
+        return heads.repeat_interleave(group, dim=axis)
+
+    return wrong
+
+
+KV_SPLIT_MISTAKES = [  # (name, the typical wrong split_kv_heads, the words that name it)
+    (
+        "repeat, not repeat_interleave",
+        kv_mistake(share="repeat"),
+        r"^query heads 0 and 1 should share key/value head 0, but your head 1 got key/value head 1: "
+        r"use repeat_interleave .*not repeat \(which cycles\) \(for x of shape \(2, 7, 15\), 3 key/value heads",
+    ),
+    (
+        "heads and head_dim swapped",
+        kv_mistake(split="swapped"),
+        r"^you cut the width as \(head_dim, num_kv_heads\), so each key/value head takes every 3-th feature",
+    ),
+    ("no transpose", kv_mistake(split="straight"), r"reshaped straight to \(B, num_kv_heads, T, head_dim\)"),
+    ("no repeat", kv_mistake(share="none"), r"got \(2, 3, 7, 5\) .*these are the 3 key/value heads, not yet repeated"),
+    (
+        "repeated num_kv_heads times",
+        kv_mistake(count=lambda kv, h: kv),
+        r"got \(2, 9, 7, 5\) .*repeated each key/value head num_kv_heads = 3 times; a group holds .* = 4",
+    ),
+    (
+        "repeated num_heads times",
+        kv_mistake(count=lambda kv, h: h),
+        r"got \(2, 36, 7, 5\) .*repeated each key/value head num_heads = 12 times",
+    ),
+    ("along the tokens", kv_mistake(axis=2), r"got \(2, 3, 28, 5\) .*repeated along the tokens axis"),
+    (
+        "group the wrong way up",
+        kv_mistake(count=lambda kv, h: kv // h),
+        r"got \(2, 0, 7, 5\) .*repeated each key/value head 0 times",
+    ),
+    ("along head_dim", kv_mistake(axis=3), r"got \(2, 3, 7, 20\) .*repeated along head_dim"),
+    ("features repeated", kv_mistake(share="features"), r"^you repeated the features, not the heads"),
+    ("heads axis not moved", kv_mistake(split="no_transpose"), r"got \(2, 7, 12, 5\) .*must come before the tokens"),
+    (
+        "cut into num_heads",
+        kv_mistake(split="num_heads"),
+        r"raised RuntimeError .*is invalid for input of size.*head_dim = D_kv // num_kv_heads",
+    ),
+    (
+        "head 0 for all",
+        lambda x, kv, h: split_heads(x, kv)[:, :1].expand(-1, h, -1, -1),
+        r"^query head 4 got key/value head 0, but it belongs to the group of key/value head 1 \(query heads "
+        r"4 to 7\) .*: query head h reads key/value head h // \(num_heads // num_kv_heads\)$",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", KV_SPLIT_MISTAKES, ids=[case[0] for case in KV_SPLIT_MISTAKES])
+def test_check_split_kv_heads_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_split_kv_heads(wrong)
+
+
+def test_the_second_case_names_a_split_by_num_heads_that_fits():
+    """Where D_kv happens to divide by num_heads, cutting x into num_heads heads runs, and is named by its shape."""
+
+    def cut_by_num_heads_where_it_fits(x, kv, h):
+        if x.shape[-1] % h == 0:
+            return split_heads(x, h)
+        return kv_split(x, kv, h)
+
+    with pytest.raises(CheckFailed, match=r"you cut x into num_heads heads; x holds only the num_kv_heads"):
+        check_split_kv_heads(cut_by_num_heads_where_it_fits)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda x, kv, h: kv_split(x, kv, h) * 2, r"holds other numbers than x's heads"),
+        (lambda x, kv, h: x.unsqueeze(1), r"expected \(2, 12, 7, 5\), got \(2, 1, 7, 15\)"),
+        (
+            lambda x, kv, h: tuple(kv_split(x, kv, h).unbind(1)),
+            r"^expected a torch.Tensor, got tuple of 12 .*torch.stack the heads along dim 1",
+        ),
+        *garbage_from(kv_split),
+    ],
+)
+def test_check_split_kv_heads_says_what_came(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_split_kv_heads(wrong)
+
+
+def test_check_split_kv_heads_passes_the_reference_and_its_variants(capsys):
+    for solution in [kv_split, kv_by_index, kv_expanded, reference_split_kv_heads]:
+        check_split_kv_heads(solution)
+    check_split_kv_heads(lambda x, kv, h: kv_split(x, kv, h).double())
+    assert (
+        capsys.readouterr().out.count("✓ split_kv_heads matches the reference on 4 inputs (groups of 4, 2, 1, 6)") == 5
+    )
+
+
+def test_the_reference_split_kv_heads_is_what_torch_enable_gqa_shares():
+    """torch's own grouped-query attention (enable_gqa) gives query head h the key/value head the reference gives it."""
+    generator = torch.Generator().manual_seed(0)
+    B, T, h, kv, hd = 2, 5, 6, 2, 4
+    q = torch.randn(B, h, T, hd, generator=generator)
+    k_flat, v_flat = (torch.randn(B, T, kv * hd, generator=generator) for _ in range(2))
+    ours = F.scaled_dot_product_attention(
+        q, reference_split_kv_heads(k_flat, kv, h), reference_split_kv_heads(v_flat, kv, h)
+    )
+    theirs = F.scaled_dot_product_attention(q, split_heads(k_flat, kv), split_heads(v_flat, kv), enable_gqa=True)
+    torch.testing.assert_close(ours, theirs)
+
+
+# --- grouped-query attention: the whole layer ---------------------------------------------
+
+
+def gqa_with_torch(x, q_proj, kv_proj, proj, num_heads, num_kv_heads):
+    """A correct solution through torch's own grouped-query attention."""
+    B, T, D = x.shape
+    q = split_heads(q_proj(x), num_heads)  # (B, heads, T, head_dim)
+    k, v = (split_heads(t, num_kv_heads) for t in kv_proj(x).chunk(2, dim=-1))  # (B, kv, T, head_dim)
+    return proj(merge_heads(F.scaled_dot_product_attention(q, k, v, enable_gqa=True)))
+
+
+def gqa(**mistake):
+    return lambda x, q_proj, kv_proj, proj, h, kv: reference_grouped_query_attention(
+        x, q_proj, kv_proj, proj, h, kv, **mistake
+    )
+
+
+def gqa_without_sharing(x, q_proj, kv_proj, proj, num_heads, num_kv_heads):
+    """Forgets to repeat the key/value heads: broadcasting makes it right for multi-query, an error elsewhere."""
+    B, T, D = x.shape
+    q = split_heads(q_proj(x), num_heads)
+    k, v = (split_heads(t, num_kv_heads) for t in kv_proj(x).chunk(2, dim=-1))
+    weights = (q @ k.transpose(-2, -1) / math.sqrt(D // num_heads)).softmax(-1)
+    return proj(merge_heads(weights @ v))
+
+
+GQA_MISTAKES = [  # (name, the typical wrong grouped_query_attention, the words that name it)
+    (
+        "repeat, not repeat_interleave",
+        gqa(share="repeat"),
+        r"^your query heads read the wrong key/value heads: .*with repeat head 1 reads key/value head 1; "
+        r"use repeat_interleave .* \(for x of shape \(2, 7, 60\), 12 heads and 3 key/value heads\)",
+    ),
+    ("key/value head 0 for all", gqa(share="first"), r"^every query head used key/value head 0"),
+    ("kv read head by head", gqa(kv_split="head_major"), r"you read kv_proj\(x\) head by head"),
+    ("k and v swapped", gqa(kv_order=(1, 0)), r"^k and v are swapped: kv_proj\(x\) is \[k \| v\]"),
+    ("merge without transpose", gqa(merge="no_transpose"), r"merged the heads without transposing back"),
+    ("q split without transpose", gqa(q_split="no_transpose"), r"you split q without a transpose"),
+    ("q heads and head_dim swapped", gqa(q_split="interleaved"), r"you cut q's width as \(head_dim, heads\)"),
+    ("no proj", gqa(project=False), "you forgot the output projection"),
+    ("no scale", gqa(scale="none"), r"you forgot the scale: divide the scores by sqrt\(head_dim\) = sqrt\(5\)"),
+    ("scaled by sqrt(D)", gqa(scale="D"), r"scaled the scores by sqrt\(D\) = sqrt\(60\)"),
+    ("softmax over the queries", gqa(softmax_dim=-2), "the softmax runs over the wrong axis"),
+    (
+        "no sharing",
+        gqa_without_sharing,
+        r"raised RuntimeError .*\(q has num_heads heads but kv_proj gives only num_kv_heads .*repeat each",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", GQA_MISTAKES, ids=[case[0] for case in GQA_MISTAKES])
+def test_check_grouped_query_attention_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_grouped_query_attention(wrong)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (gqa(project=False, scale="none"), "go through the steps in order"),
+        (
+            lambda x, q_proj, kv_proj, proj, h, kv: split_heads(q_proj(x), h),
+            r"got \(2, 12, 7, 5\) .*these are the heads' outputs",
+        ),
+        (
+            lambda x, q_proj, kv_proj, proj, h, kv: (gqa_with_torch(x, q_proj, kv_proj, proj, h, kv), x),
+            r"^expected a torch.Tensor, got tuple of 2 .*the weights stay inside",
+        ),
+        (lambda x, q_proj, kv_proj, proj, h, kv: proj, r"got Linear \(a layer\) .*call it on a tensor"),
+        *garbage_from(gqa_with_torch),
+    ],
+)
+def test_check_grouped_query_attention_says_what_came(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_grouped_query_attention(wrong)
+
+
+def test_check_grouped_query_attention_passes_correct_layers(capsys):
+    check_grouped_query_attention(gqa_with_torch)
+    check_grouped_query_attention(gqa())
+    check_grouped_query_attention(
+        lambda x, *layers: gqa_with_torch(
+            x.double(), *(copy.deepcopy(layer).double() for layer in layers[:3]), *layers[3:]
+        )
+    )
+    assert capsys.readouterr().out.count("it equals utils.MultiHeadSelfAttention") == 3
+
+
+def test_the_grouped_query_reference_equals_torch_and_multi_head_attention():
+    """The checker's reference against torch's enable_gqa, and with as many key/value heads as query
+    heads against torch's nn.MultiheadAttention holding the same weights."""
+    generator = torch.Generator().manual_seed(0)
+    for D, h, kv in [(24, 6, 2), (24, 6, 1), (24, 6, 6)]:
+        x = torch.randn(2, 5, D, generator=generator)
+        layers = gqa_layers(D, h, kv, generator)
+        with torch.no_grad():
+            ours = reference_grouped_query_attention(x, *layers, h, kv)
+            torch.testing.assert_close(ours, gqa_with_torch(x, *layers, h, kv), atol=1e-5, rtol=1e-5)
+            if kv == h:
+                q_proj, kv_proj, proj = layers
+                mha = nn.MultiheadAttention(D, h, batch_first=True).eval()
+                mha.in_proj_weight.copy_(torch.cat([q_proj.weight, kv_proj.weight]))
+                mha.in_proj_bias.copy_(torch.cat([q_proj.bias, kv_proj.bias]))
+                mha.out_proj.load_state_dict(proj.state_dict())
+                torch.testing.assert_close(ours, mha(x, x, x, need_weights=False)[0], atol=1e-5, rtol=1e-5)
+
+
+# --- grouped-query attention: what it costs -----------------------------------------------
+
+
+def cost(T, D, h, kv):
+    """A correct count written independently: the layers' own parameters, the products by formula."""
+    layers = gqa_layers(D, h, kv, torch.Generator().manual_seed(0))
+    parameters = sum(p.numel() for layer in layers for p in layer.parameters())
+    kv_dim = kv * (D // h)
+    return parameters, T * D * (D + 2 * kv_dim + D) + 2 * T * T * D
+
+
+def cost_mistake(params=lambda T, D, h, kv, p: p, macs=lambda T, D, h, kv, m: m):
+    def wrong(T, D, h, kv):
+        p, m = cost(T, D, h, kv)
+        return params(T, D, h, kv, p), macs(T, D, h, kv, m)
+
+    return wrong
+
+
+def kv_dim(D, h, kv):
+    return kv * (D // h)
+
+
+COST_MISTAKES = [  # (name, the typical wrong grouped_query_cost, the words that name it)
+    (
+        "multi-head's parameters",
+        cost_mistake(params=lambda T, D, h, kv, p: 4 * D * D + 4 * D),
+        r"^the parameters: that is plain multi-head attention's count: .*only num_kv_heads \* head_dim = 32 wide",
+    ),
+    (
+        "multi-head's multiply-adds",
+        cost_mistake(macs=lambda T, D, h, kv, m: 4 * T * D * D + 2 * T * T * D),
+        r"^the multiply-adds: that is plain multi-head attention's count",
+    ),
+    (
+        "no biases",
+        cost_mistake(params=lambda T, D, h, kv, p: p - 2 * D - 2 * kv_dim(D, h, kv)),
+        r"^the parameters: you left out the biases: .* = 256 numbers \(for T = 50, D = 96, 6 heads and 2 key",
+    ),
+    (
+        "bias additions counted",
+        cost_mistake(macs=lambda T, D, h, kv, m: m + T * (2 * D + 2 * kv_dim(D, h, kv))),
+        "^the multiply-adds: you counted the bias additions too",
+    ),
+    ("FLOPs", cost_mistake(macs=lambda T, D, h, kv, m: 2 * m), r"^the multiply-adds: that is twice the count"),
+    (
+        "T x T over the key/value heads",
+        cost_mistake(macs=lambda T, D, h, kv, m: m - 2 * T * T * D + 2 * T * T * kv_dim(D, h, kv)),
+        r"^the multiply-adds: the T x T products run in every query head",
+    ),
+    (
+        "one T x T product",
+        cost_mistake(macs=lambda T, D, h, kv, m: m - T * T * D),
+        r"^the multiply-adds: you counted only one of the two T x T products",
+    ),
+    (
+        "T x T of one head",
+        cost_mistake(macs=lambda T, D, h, kv, m: m - 2 * T * T * D + 2 * T * T * (D // h)),
+        r"^the multiply-adds: you counted the T x T products of one head only",
+    ),
+    (
+        "k only, parameters",
+        cost_mistake(params=lambda T, D, h, kv, p: p - D * kv_dim(D, h, kv) - kv_dim(D, h, kv)),
+        r"^the parameters: you counted kv_proj for k only",
+    ),
+    (
+        "k only, multiply-adds",
+        cost_mistake(macs=lambda T, D, h, kv, m: m - T * D * kv_dim(D, h, kv)),
+        r"^the multiply-adds: you counted kv_proj for k only",
+    ),
+    (
+        "no proj",
+        cost_mistake(params=lambda T, D, h, kv, p: p - D * D - D),
+        r"^the parameters: you left out the output projection proj, D² \+ D parameters",
+    ),
+    (
+        "no proj, multiply-adds",
+        cost_mistake(macs=lambda T, D, h, kv, m: m - T * D * D),
+        r"^the multiply-adds: you left out the output projection proj, T D²",
+    ),
+    ("swapped", lambda T, D, h, kv: cost(T, D, h, kv)[::-1], r"^the pair is the wrong way round"),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", COST_MISTAKES, ids=[case[0] for case in COST_MISTAKES])
+def test_check_grouped_query_cost_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_grouped_query_cost(wrong)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda T, D, h, kv: cost(T, D, h, kv)[0], r"^expected a pair \(parameters, multiply_adds\), got int"),
+        (lambda T, D, h, kv: None, r"^expected a pair \(parameters, multiply_adds\), got None"),
+        (lambda T, D, h, kv: (1.5, 2), r"^the parameters must be a whole number, got 1.5"),
+        (lambda T, D, h, kv: ("1", 2), r"^the parameters must be a whole number, got str"),
+        (
+            lambda T, D, h, kv: (cost(T, D, h, kv)[0] + 1, cost(T, D, h, kv)[1]),
+            r"^the parameters: you gave 24,833, the count is 24,832 .*add up q_proj, kv_proj and proj",
+        ),
+    ],
+)
+def test_check_grouped_query_cost_says_what_came(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_grouped_query_cost(wrong)
+
+
+def test_check_grouped_query_cost_passes_right_counts_of_any_number_kind(capsys):
+    check_grouped_query_cost(cost)
+    check_grouped_query_cost(grouped_query_cost)
+    check_grouped_query_cost(lambda *args: [float(n) for n in cost(*args)])
+    check_grouped_query_cost(lambda *args: tuple(torch.tensor(n) for n in cost(*args)))
+    out = capsys.readouterr().out
+    assert out.count("✓ grouped_query_cost gives the counts of 4 layers: exact") == 4
+    assert "multi-query (1 key/value head) 1,279,616 (54%) and 311.4 M (59%)" in out
+
+
+@pytest.mark.parametrize("T, D, h, kv", COST_CASES)
+def test_the_cost_formula_counts_the_real_layers(T, D, h, kv):
+    """The checker's formula against the layers' parameters and torch's FLOP counter on the reference forward."""
+    layers = gqa_layers(D, h, kv, torch.Generator().manual_seed(0))
+    x = torch.randn(1, T, D)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        reference_grouped_query_attention(x, *layers, h, kv)
+    parameters = sum(p.numel() for layer in layers for p in layer.parameters())
+    assert grouped_query_cost(T, D, h, kv) == (parameters, counter.get_total_flops() // 2)
+
+
+@pytest.mark.parametrize(
+    "mistakes, checker",
+    [
+        (KV_SPLIT_MISTAKES, check_split_kv_heads),
+        (GQA_MISTAKES, check_grouped_query_attention),
+        (COST_MISTAKES, check_grouped_query_cost),
+    ],
+    ids=["split_kv_heads", "grouped_query_attention", "grouped_query_cost"],
+)
+def test_no_grouped_query_mistake_is_named_as_another(mistakes, checker):
+    assert_each_named_as_itself(checker, mistakes)

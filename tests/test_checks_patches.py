@@ -10,9 +10,14 @@ import torch
 import torch.nn.functional as F
 from checker_cases import assert_each_named_as_itself
 
-from utils import patchify, unpatchify
+from utils import patchify
 from utils.checks.core import CheckFailed
-from utils.checks.patches import check_attention_cost, check_jax_kernel_to_conv, check_patchify, check_unpatchify
+from utils.checks.patches import (
+    check_jax_kernel_to_conv,
+    check_overlapping_patches,
+    check_patchify,
+    check_patchify_rect,
+)
 
 
 def patchify_by_hand(images, P, order=(0, 2, 4, 1, 3, 5), sides=None):
@@ -21,16 +26,6 @@ def patchify_by_hand(images, P, order=(0, 2, 4, 1, 3, 5), sides=None):
     rows, cols = sides(H, W, P) if sides else (H // P, W // P)
     grid = images.reshape(B, C, rows, P, cols, P).permute(*order)
     return grid.reshape(B, -1, C * P * P)
-
-
-def unpatchify_by_hand(patches, P, size, order=(0, 3, 1, 4, 2, 5), read=None, sides=None, last=None):
-    """unpatchify written out, with a switchable permute, grid reading, (rows, cols) and last (H, W)."""
-    H, W = size
-    B, N, CPP = patches.shape
-    C = CPP // (P * P)
-    rows, cols = sides(H, W, P) if sides else (H // P, W // P)
-    grid = patches.reshape(B, rows, cols, *(read(C, P) if read else (C, P, P))).permute(*order)
-    return grid.reshape(B, C, *(last(H, W) if last else (H, W)))
 
 
 def tensor_unfold_no_move(images, P):
@@ -44,14 +39,21 @@ def swapped_sides(images, P):
     return grid.reshape(B, -1, C * P * P)
 
 
-def with_class_row(images, P):
-    patches = patchify(images, P)
+def with_class_row(images, P, reference=patchify):
+    patches = reference(images, P)
     return torch.cat([torch.zeros_like(patches[:, :1]), patches], dim=1)
 
 
 def view_after_permute(images, P):
     B, C, H, W = images.shape
     return images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 1, 3, 5).view(B, -1, C * P * P)
+
+
+def split_in_wrong_order(images, P):
+    """The sides split as (B, C, rows, cols, P, P): a reshape that reads the pixels in the wrong order."""
+    B, C, H, W = images.shape
+    grid = images.reshape(B, C, H // P, W // P, P, P).permute(0, 2, 3, 1, 4, 5)  # shaped like (B, rows, cols, C, P, P)
+    return grid.reshape(B, -1, C * P * P)
 
 
 def same_side_for_n(images, P):
@@ -90,42 +92,7 @@ PATCHIFY_MISTAKES = [  # (name, wrong patchify, regex naming the mistake)
     ("a class token row", with_class_row, "one row too many: patchify returns the N patches alone"),
     ("channels averaged", lambda x, P: patchify(x.mean(1, keepdim=True), P), "each patch keeps all C = 3 channels"),
     ("pixels normalised", lambda x, P: patchify(2 * x - 1, P), "other numbers than the input .*patchify only moves"),
-]
-
-UNPATCHIFY_MISTAKES = [  # (name, wrong unpatchify, regex naming the mistake)
-    ("plain reshape", lambda p, P, size: p.reshape(p.shape[0], -1, *size), "straight to the image"),
-    (
-        "channels last inside a patch",
-        lambda p, P, s: unpatchify_by_hand(p, P, s, (0, 5, 1, 3, 2, 4), read=lambda C, P: (P, P, C)),
-        r"read them as \(P, P, C\)",
-    ),
-    ("column-major", lambda p, P, s: unpatchify_by_hand(p, P, s, (0, 3, 2, 4, 1, 5)), "column-major"),
-    ("pixels transposed", lambda p, P, s: unpatchify_by_hand(p, P, s, (0, 3, 1, 5, 2, 4)), "pixels inside each"),
-    ("image transposed", lambda p, P, s: unpatchify(p, P, s).transpose(2, 3), "images come out transposed"),
-    ("not interleaved", lambda p, P, s: unpatchify_by_hand(p, P, s, (0, 3, 1, 2, 4, 5)), "not interleaved"),
-    ("patchify's permute again", lambda p, P, s: unpatchify_by_hand(p, P, s, (0, 2, 4, 1, 3, 5)), "again"),
-    (
-        "rows and cols swapped",
-        lambda p, P, s: unpatchify_by_hand(p, P, s, sides=lambda H, W, P: (W // P, H // P)),
-        "rows and columns are swapped",
-    ),
-    (
-        "H // P for both",
-        lambda p, P, s: unpatchify_by_hand(p, P, s, sides=lambda H, W, P: (H // P, H // P)),
-        "not square",
-    ),
-    ("C from // P", lambda p, P, s: p.reshape(p.shape[0], s[0] // P, s[1] // P, p.shape[2] // P, P, P), "C = "),
-    ("channels last", lambda p, P, s: unpatchify(p, P, s).permute(0, 2, 3, 1), "channels ended up last"),
-    (
-        "no last reshape",
-        lambda p, P, s: p.reshape(p.shape[0], s[0] // P, s[1] // P, -1, P, P).permute(0, 3, 1, 4, 2, 5),
-        r"reshape the grid .* to the image",
-    ),
-    ("F.fold not transposed", lambda p, P, s: F.fold(p, s, P, stride=P), "F.fold wants"),
-    ("F.fold without stride", lambda p, P, s: F.fold(p.transpose(1, 2), s, P), "F.fold needs stride=P"),
-    ("H for both in the end", lambda p, P, s: unpatchify_by_hand(p, P, s, last=lambda H, W: (H, H)), "not square"),
-    ("(P, C, P) order", lambda p, P, s: unpatchify_by_hand(p, P, s, (0, 4, 1, 3, 2, 5)), r"axis order \(P_row"),
-    ("scaled to 0..255", lambda p, P, s: 255 * unpatchify(p, P, s), "other numbers than the input .*unpatchify only"),
+    ("split as (B, C, rows, cols, P, P)", split_in_wrong_order, r"reshape\(B, C, rows, cols, P, P\), but a reshape"),
 ]
 
 
@@ -135,25 +102,12 @@ def test_check_patchify_names_the_mistake(name, wrong, words):
         check_patchify(wrong)
 
 
-@pytest.mark.parametrize("name, wrong, words", UNPATCHIFY_MISTAKES, ids=[m[0] for m in UNPATCHIFY_MISTAKES])
-def test_check_unpatchify_names_the_mistake(name, wrong, words):
-    with pytest.raises(CheckFailed, match=words):
-        check_unpatchify(wrong)
-
-
 def test_check_patchify_passes_the_reference_and_equivalents(capsys):
     check_patchify(patchify)
     assert capsys.readouterr().out == "✓ patchify matches the reference on 4 image batches: exact\n"
     check_patchify(lambda x, P: F.unfold(x, P, stride=P).transpose(1, 2))
     check_patchify(lambda x, P: x.unfold(2, P, P).unfold(3, P, P).permute(0, 2, 3, 1, 4, 5).flatten(3).flatten(1, 2))
     assert capsys.readouterr().out.count("✓") == 2
-
-
-def test_check_unpatchify_passes_the_reference_and_fold(capsys):
-    check_unpatchify(unpatchify)
-    assert capsys.readouterr().out == "✓ unpatchify inverts patchify on 4 image batches: exact\n"
-    check_unpatchify(lambda p, P, size: F.fold(p.transpose(1, 2), size, P, stride=P))
-    assert "✓" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -171,83 +125,220 @@ def test_check_patchify_is_neutral_when_it_cannot_tell(wrong, words):
         check_patchify(wrong)
 
 
-# ---- attention_cost ---------------------------------------------------------------------------
+# ---- patchify_rect: P_h x P_w patches ---------------------------------------------------------
 
 
-def cost(tokens, pairs):
-    """An attention_cost from formulas for the tokens (of side = image_size // patch_size) and the pairs."""
-    return lambda s, p: (tokens(s, p), pairs(tokens(s, p)))
+def rect_by_hand(images, size, order=(0, 2, 4, 1, 3, 5), sides=None):
+    """patchify for (P_h, P_w) patches written out, with a switchable permute and (rows, cols, P_h, P_w)
+    read from `sides`."""
+    B, C, H, W = images.shape
+    P_h, P_w = size
+    rows, P_a, cols, P_b = sides(H, W, P_h, P_w) if sides else (H // P_h, P_h, W // P_w, P_w)
+    grid = images.reshape(B, C, rows, P_a, cols, P_b).permute(*order)
+    return grid.reshape(B, -1, C * P_h * P_w)
 
 
-def T(s, p):
-    return (s // p) ** 2 + 1
+def rect_reference(images, size):
+    return F.unfold(images, size, stride=size).transpose(1, 2)
 
 
-ATTENTION_COST_MISTAKES = [  # (name, wrong attention_cost, regex naming the mistake)
-    ("no class token", cost(lambda s, p: (s // p) ** 2, lambda t: t * t), "forgot the class token"),
-    ("one side", cost(lambda s, p: s // p, lambda t: t * t), "one side"),
-    ("one side plus one", cost(lambda s, p: s // p + 1, lambda t: t * t), "one side"),
-    ("side times 2", cost(lambda s, p: (s // p) * 2 + 1, lambda t: t * t), "not times 2"),
-    ("precedence", cost(lambda s, p: s // p**2 + 1, lambda t: t * t), r"\*\* binds tighter than //"),
-    ("2 T pairs", cost(T, lambda t: 2 * t), "in both directions: T \\* T"),
-    ("each pair once", cost(T, lambda t: t * (t - 1) // 2), "in both directions: T \\* T"),
-    ("no self pairs", cost(T, lambda t: t * (t - 1)), r"scores itself too.*not T \* \(T - 1\)"),
-    ("N * N pairs", lambda s, p: (T(s, p), (s // p) ** 4), "class token attends"),
-    ("one pair per token", cost(T, lambda t: t), "not one each"),
-    ("swapped", lambda s, p: (T(s, p) ** 2, T(s, p)), "swapped"),
-    ("pixels as tokens", cost(lambda s, p: s * s + 1, lambda t: t * t), "that counts pixels; a token is a patch"),
-    ("two class tokens", cost(lambda s, p: T(s, p) + 1, lambda t: t * t), "exactly one class token"),
-    ("every head of a ViT-B", cost(T, lambda t: 12 * t * t), r"that is 12 times T \* T; one attention map"),
-    ("pairs squared again", cost(T, lambda t: t**4), r"that is T \*\* 4"),
+def rect_split_in_wrong_order(images, size):
+    B, C, H, W = images.shape
+    P_h, P_w = size
+    grid = images.reshape(B, C, H // P_h, W // P_w, P_h, P_w).permute(0, 2, 3, 1, 4, 5)
+    return grid.reshape(B, -1, C * P_h * P_w)
+
+
+def square_patches(side):
+    """The square-only patchify of the lesson's section 2, run with one side of the pair."""
+    return lambda x, size: patchify(x, size[side])
+
+
+def square_read_as_pairs(images, size):
+    """Square P_h x P_h patches, flattened into the shape the pair asks for: no crash, wrong numbers."""
+    B, C, H, W = images.shape
+    P = size[0]
+    grid = images.reshape(B, C, H // P, P, W // P, P).permute(0, 2, 4, 1, 3, 5)
+    return grid.reshape(B, -1, C * size[0] * size[1])
+
+
+def tensor_unfold_without_batch(images, size, stride=None):
+    """Section 3's unfold(1, ...).unfold(2, ...), for one (C, H, W) image, run on a batch."""
+    P_h, P_w = size if isinstance(size, tuple) else (size, size)
+    step_h, step_w = (stride, stride) if stride else (P_h, P_w)
+    windows = images.unfold(1, P_h, step_h).unfold(2, P_w, step_w)
+    return windows.permute(0, 2, 3, 1, 4, 5).reshape(images.shape[0], -1, images.shape[1] * P_h * P_w)
+
+
+def unpacks_one_number(images, size):
+    P = size
+    B, C, H, W = images.shape
+    return images.reshape(B, C, H // P, P, W // P, P)
+
+
+RECT_MISTAKES = [  # (name, wrong patchify_rect, regex naming the mistake)
+    ("split as (B, C, rows, cols, P_h, P_w)", rect_split_in_wrong_order, r"reshape\(B, C, rows, cols, P_h, P_w\)"),
+    ("patch turned", lambda x, s: rect_by_hand(x, s, sides=lambda H, W, a, b: (H // b, b, W // a, a)), "turned"),
+    ("square, side P_h", square_patches(0), r"your patches are square, 4 x 4"),
+    ("square, side P_w", square_patches(1), r"your patches are square, 8 x 8"),
+    ("channels last", lambda x, s: rect_by_hand(x, s, (0, 2, 4, 3, 5, 1)), r"\(C, P_h, P_w\) order .* channels last"),
+    ("column-major", lambda x, s: rect_by_hand(x, s, (0, 4, 2, 1, 3, 5)), "column-major"),
+    ("pixels transposed", lambda x, s: rect_by_hand(x, s, (0, 2, 4, 1, 5, 3)), "pixels inside each patch"),
+    ("plain reshape", lambda x, s: x.reshape(x.shape[0], -1, x.shape[1] * s[0] * s[1]), "plain reshape"),
+    ("Tensor.unfold, channels not moved", lambda x, s: rect_by_hand(x, s, (0, 1, 2, 4, 3, 5)), "channel axis"),
+    ("F.unfold not transposed", lambda x, s: F.unfold(x, s, stride=s), "the two last axes are swapped"),
+    ("F.unfold without stride", lambda x, s: F.unfold(x, s).transpose(1, 2), "without stride=.* slides"),
+    (
+        "rows and cols swapped",
+        lambda x, s: rect_by_hand(x, s, sides=lambda H, W, a, b: (W // a, a, H // b, b)),
+        "rows and columns are swapped",
+    ),
+    ("patch_size used as one number", unpacks_one_number, r"patch_size is a pair: unpack it"),
+    ("a class token row", lambda x, s: with_class_row(x, s, rect_reference), "one row too many"),
+    ("pixels normalised", lambda x, s: rect_reference(2 * x - 1, s), "other numbers than the input"),
+    ("square, read into the right shape", square_read_as_pairs, r"your patches are square, 4 x 4"),
+    (
+        "F.unfold, stride passed as dilation",
+        lambda x, s: F.unfold(x, s, s).transpose(1, 2),
+        "third argument is the dilation",
+    ),
+    ("Tensor.unfold on dims 1 and 2", tensor_unfold_without_batch, "counts the batch axis too"),
 ]
 
 
-@pytest.mark.parametrize("name, wrong, words", ATTENTION_COST_MISTAKES, ids=[m[0] for m in ATTENTION_COST_MISTAKES])
-def test_check_attention_cost_names_the_mistake(name, wrong, words):
+@pytest.mark.parametrize("name, wrong, words", RECT_MISTAKES, ids=[m[0] for m in RECT_MISTAKES])
+def test_check_patchify_rect_names_the_mistake(name, wrong, words):
     with pytest.raises(CheckFailed, match=words):
-        check_attention_cost(wrong)
+        check_patchify_rect(wrong)
 
 
 @pytest.mark.parametrize(
     "right",
     [
-        cost(T, lambda t: t * t),
-        lambda s, p: [T(s, p), T(s, p) ** 2],
-        lambda s, p: torch.tensor([T(s, p), T(s, p) ** 2]),
-        lambda s, p: np.array([T(s, p), T(s, p) ** 2]),
-        lambda s, p: (np.int64(T(s, p)), np.int64(T(s, p) ** 2)),
-        lambda s, p: (float(T(s, p)), float(T(s, p) ** 2)),  # whole floats, as (s / p) ** 2 + 1 gives
-        lambda s, p: (torch.tensor(T(s, p)), torch.tensor(T(s, p)) ** 2),
+        rect_reference,
+        rect_by_hand,
+        lambda x, s: x.unfold(2, s[0], s[0]).unfold(3, s[1], s[1]).permute(0, 2, 3, 1, 4, 5).flatten(3).flatten(1, 2),
+        lambda x, s: rect_by_hand(x, s).contiguous().double(),
     ],
-    ids=["tuple", "list", "tensor", "numpy array", "numpy ints", "whole floats", "0-d tensors"],
+    ids=["F.unfold", "reshape and permute", "Tensor.unfold", "float64"],
 )
-def test_check_attention_cost_accepts_any_pair_of_whole_numbers(right, capsys):
-    check_attention_cost(right)
-    assert capsys.readouterr().out == "✓ attention_cost is right on 4 image and patch sizes\n"
+def test_check_patchify_rect_passes_any_right_patchify(right, capsys):
+    check_patchify_rect(right)
+    assert capsys.readouterr().out == (
+        "✓ patchify_rect matches the reference on 4 image batches (tall, wide and square patches): exact\n"
+    )
+
+
+def test_a_square_only_patchify_fails_the_rect_check():
+    """Section 2's patchify, for one P, cannot pass: the first case has 4 x 8 patches."""
+    with pytest.raises(CheckFailed, match="patch_size is a pair"):
+        check_patchify_rect(patchify)
+
+
+# ---- overlapping patches ----------------------------------------------------------------------
+
+
+def windows_by_hand(images, P, S, order=(0, 2, 3, 1, 4, 5)):
+    """Tensor.unfold's (B, C, rows, cols, P, P) windows, permuted by `order`, flattened."""
+    B, C = images.shape[:2]
+    return images.unfold(2, P, S).unfold(3, P, S).permute(*order).reshape(B, -1, C * P * P)
+
+
+def windows_in_a_loop(images, P, S):
+    """Every window cut out with slicing, one by one: slow, but right."""
+    B, C, H, W = images.shape
+    rows = [
+        images[:, :, r : r + P, c : c + P].reshape(B, -1)
+        for r in range(0, H - P + 1, S)
+        for c in range(0, W - P + 1, S)
+    ]
+    return torch.stack(rows, dim=1)  # (B, N, C*P*P)
+
+
+def windows_padded(images, P, S):
+    """Windows that run off the edge, into zero padding: H // S of them along H."""
+    B, C, H, W = images.shape
+    padded = F.pad(images, (0, P - S, 0, P - S))
+    return windows_by_hand(padded, P, S)
+
+
+def windows_one_too_few(images, P, S):
+    B, C, H, W = images.shape
+    return windows_by_hand(images, P, S)[:, : ((H - P) // S) * ((W - P) // S)]
+
+
+OVERLAP_MISTAKES = [  # (name, wrong overlapping_patches, regex naming the mistake)
+    ("stride ignored", lambda x, P, S: patchify(x, P), "non-overlapping patches: the window must step by stride"),
+    ("F.unfold without stride", lambda x, P, S: F.unfold(x, P).transpose(1, 2), "slid one pixel at a time"),
+    ("size and step swapped", lambda x, P, S: windows_by_hand(x, S, P), "size and step are swapped"),
+    ("padded past the edge", windows_padded, r"wholly inside the image .* not H // stride"),
+    ("one window too few", windows_one_too_few, r"one window too few .* \(H - P\) // stride \+ 1"),
+    ("Tensor.unfold, channels not moved", lambda x, P, S: windows_by_hand(x, P, S, (0, 1, 2, 3, 4, 5)), "channel axis"),
+    ("F.unfold not transposed", lambda x, P, S: F.unfold(x, P, stride=S), "the two last axes are swapped"),
+    (
+        "F.unfold reshaped",
+        lambda x, P, S: F.unfold(x, P, stride=S).reshape(x.shape[0], -1, x.shape[1] * P * P),
+        "F.unfold gives .* and a reshape",
+    ),
+    ("column-major", lambda x, P, S: windows_by_hand(x, P, S, (0, 3, 2, 1, 4, 5)), "column-major"),
+    ("channels last", lambda x, P, S: windows_by_hand(x, P, S, (0, 2, 3, 4, 5, 1)), r"\(C, P, P\) order .* last"),
+    ("pixels transposed", lambda x, P, S: windows_by_hand(x, P, S, (0, 2, 3, 1, 5, 4)), "pixels inside each window"),
+    (
+        "(P, C, P) order",
+        lambda x, P, S: windows_by_hand(x, P, S, (0, 2, 3, 4, 1, 5)),
+        r"axis order \(rows, cols, P_row, C",
+    ),
+    (
+        "grid kept",
+        lambda x, P, S: (
+            F.unfold(x, P, stride=S)
+            .reshape(x.shape[0], -1, (x.shape[2] - P) // S + 1, (x.shape[3] - P) // S + 1)
+            .permute(0, 2, 3, 1)
+        ),
+        "kept the grid of windows",
+    ),
+    ("pixels normalised", lambda x, P, S: windows_by_hand(2 * x - 1, P, S), "other numbers than the image's windows"),
+    ("F.unfold, stride passed as dilation", lambda x, P, S: F.unfold(x, P, S).transpose(1, 2), "the dilation, not"),
+    ("Tensor.unfold on dims 1 and 2", tensor_unfold_without_batch, "counts the batch axis too"),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", OVERLAP_MISTAKES, ids=[m[0] for m in OVERLAP_MISTAKES])
+def test_check_overlapping_patches_names_the_mistake(name, wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_overlapping_patches(wrong)
 
 
 @pytest.mark.parametrize(
-    "wrong, words",
+    "right",
     [
-        (lambda s, p: (float("nan"), 1), "num_tokens must be a whole number, got nan"),
-        (lambda s, p: ("a", "b"), "num_tokens must be a whole number, got str 'a'"),
-        (lambda s, p: (None, None), "num_tokens must be a whole number, got None"),
-        (lambda s, p: (True, True), "num_tokens must be a whole number, got bool True"),
-        (lambda s, p: (T(s, p), T(s, p) ** 2 + 0.5), "num_pairs must be a whole number, got 38809.5"),
-        (lambda s, p: (T(s, p) + 0.5, 1), "num_tokens must be a whole number, got 197.5"),
-        (lambda s, p: (T(s, p), float("inf")), "num_pairs must be a whole number, got inf"),
-        (lambda s, p: None, "expected a pair .*, got None"),
-        (lambda s, p: [T(s, p)], r"expected a pair .*, got list of 1 \(int\)"),
-        (lambda s, p: (1, 2, 3), r"got tuple of 3"),
-        (lambda s, p: torch.tensor([[1, 2]]), r"got Tensor of dtype int64 and shape \(1, 2\)"),
-        (lambda s, p: torch.tensor([True, False]), "num_tokens must be a whole number, got bool True"),
-        (lambda s, p: "197, 38809", "got str"),
-        (lambda s, p: s / 0, "your function raised ZeroDivisionError"),
+        windows_by_hand,
+        lambda x, P, S: F.unfold(x, P, stride=S).transpose(1, 2),
+        windows_in_a_loop,
+        lambda x, P, S: (
+            F.conv2d(x, torch.eye(x.shape[1] * P * P).reshape(-1, x.shape[1], P, P), stride=S)
+            .flatten(2)
+            .transpose(1, 2)
+        ),  # section 4's pick-a-pixel kernels, with stride S
     ],
+    ids=["Tensor.unfold", "F.unfold", "a loop of slices", "one-hot conv"],
 )
-def test_check_attention_cost_refuses_what_is_not_a_pair_of_whole_numbers(wrong, words):
-    with pytest.raises(CheckFailed, match=words):
-        check_attention_cost(wrong)
+def test_check_overlapping_patches_passes_any_right_cut(right, capsys):
+    check_overlapping_patches(right)
+    assert capsys.readouterr().out == (
+        "✓ overlapping_patches matches the reference on 5 image batches: exact; "
+        "a 224 px image with P = 16 and stride 8 gives 27 x 27 = 729 patches (196 without overlap)\n"
+    )
+
+
+def test_the_overlap_reference_is_every_window_inside_the_image():
+    """Independent of the checker: windows 2 px apart on a 1 x 1 x 4 x 6 image, read off by hand."""
+    image = torch.arange(24.0).reshape(1, 1, 4, 6)
+    patches = windows_by_hand(image, 2, 2)  # 2 x 3 windows of 2 x 2
+    assert patches.shape == (1, 6, 4)
+    assert patches[0, 0].tolist() == [0, 1, 6, 7] and patches[0, 5].tolist() == [16, 17, 22, 23]
+    overlapping = windows_by_hand(image, 2, 1)  # 3 x 5 windows
+    assert overlapping.shape == (1, 15, 4) and overlapping[0, 1].tolist() == [1, 2, 7, 8]
 
 
 # ---- a right tensor spoiled: the dtype, NaN, autograd ------------------------------------------
@@ -260,21 +351,30 @@ SPOILED = [  # (how the right tensor is spoiled, the words for it)
 ]
 
 
-@pytest.mark.parametrize("checker, reference", [(check_patchify, patchify), (check_unpatchify, unpatchify)])
+@pytest.mark.parametrize(
+    "checker, reference",
+    [(check_patchify, patchify), (check_patchify_rect, rect_reference), (check_overlapping_patches, windows_by_hand)],
+)
 @pytest.mark.parametrize("spoil, words", SPOILED, ids=["int64", "float16", "bool", "NaN"])
 def test_a_spoiled_result_is_named(checker, reference, spoil, words):
     with pytest.raises(CheckFailed, match=words):
         checker(lambda *args: spoil(reference(*args)))
 
 
-@pytest.mark.parametrize("checker, reference", [(check_patchify, patchify), (check_unpatchify, unpatchify)])
+@pytest.mark.parametrize(
+    "checker, reference",
+    [(check_patchify, patchify), (check_patchify_rect, rect_reference), (check_overlapping_patches, windows_by_hand)],
+)
 def test_a_float64_result_passes_as_exact(checker, reference, capsys):
     """The same numbers in float64 (images turned into NumPy and back, say) are right: the values are compared."""
     checker(lambda *args: reference(*args).double())
-    assert capsys.readouterr().out.endswith("image batches: exact\n")
+    assert "image batches" in (out := capsys.readouterr().out) and ": exact" in out and "approximate" not in out
 
 
-@pytest.mark.parametrize("checker, reference", [(check_patchify, patchify), (check_unpatchify, unpatchify)])
+@pytest.mark.parametrize(
+    "checker, reference",
+    [(check_patchify, patchify), (check_patchify_rect, rect_reference), (check_overlapping_patches, windows_by_hand)],
+)
 def test_a_result_that_needs_grad_passes(checker, reference, capsys):
     checker(lambda *args: reference(*args).requires_grad_())
     assert "✓" in capsys.readouterr().out
@@ -284,10 +384,10 @@ def test_a_result_that_needs_grad_passes(checker, reference, capsys):
     "checker, mistakes",
     [
         (check_patchify, PATCHIFY_MISTAKES),
-        (check_unpatchify, UNPATCHIFY_MISTAKES),
-        (check_attention_cost, ATTENTION_COST_MISTAKES),
+        (check_patchify_rect, RECT_MISTAKES),
+        (check_overlapping_patches, OVERLAP_MISTAKES),
     ],
-    ids=["patchify", "unpatchify", "attention_cost"],
+    ids=["patchify", "patchify_rect", "overlapping_patches"],
 )
 def test_no_mistake_is_named_as_another(checker, mistakes):
     assert len(assert_each_named_as_itself(checker, mistakes)) == len(mistakes)

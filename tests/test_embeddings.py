@@ -1,4 +1,5 @@
-"""Class token, 2-D sin-cos positions (vs a NumPy re-derivation of the MAE/timm layout), Gaussian-bump
+"""Class token, 2-D sin-cos positions (vs a NumPy re-derivation of MAE's layout, and ports of MAE's and
+timm's functions), Gaussian-bump
 tables (vs the bumps' own cosine similarities, computed in NumPy), resizing."""
 
 import numpy as np
@@ -23,7 +24,7 @@ from utils.patches import patchify
 
 
 def numpy_sincos_2d(rows: int, cols: int, D: int) -> np.ndarray:
-    """MAE/timm layout, written independently: [sin(col w), cos(col w), sin(row w), cos(row w)],
+    """MAE's layout, written independently: [sin(col w), cos(col w), sin(row w), cos(row w)],
     w_i = 1 / 10000**(i / (D/4)), patches in row-major order. Returns (rows*cols, D)."""
     quarter = D // 4
     omega = 1.0 / 10000 ** (np.arange(quarter, dtype=np.float64) / quarter)
@@ -89,6 +90,54 @@ def test_sincos_neighbours_are_more_similar_than_far_patches(grid, D):
     distance = ((row[:, None] - row[None]) ** 2 + (col[:, None] - col[None]) ** 2).float().sqrt()
     assert similarity[distance == 1].min() > similarity[distance >= 2].max()
     torch.testing.assert_close(similarity.diagonal(), torch.ones(grid * grid), atol=1e-5, rtol=0)
+
+
+def mae_sincos_2d(embed_dim: int, grid_size: int) -> np.ndarray:
+    """MAE's get_2d_sincos_pos_embed (facebookresearch/mae, util/pos_embed.py), line by line, without
+    its class-token row: meshgrid(grid_w, grid_h), "w goes first", so its "emb_h" half codes the column."""
+    grid_h = np.arange(grid_size, dtype=np.float32)
+    grid_w = np.arange(grid_size, dtype=np.float32)
+    grid = np.stack(np.meshgrid(grid_w, grid_h), axis=0).reshape([2, 1, grid_size, grid_size])
+
+    def one_d(dim, pos):
+        omega = np.arange(dim // 2, dtype=np.float64) / (dim / 2.0)
+        omega = 1.0 / 10000**omega
+        out = np.einsum("m,d->md", pos.reshape(-1), omega)
+        return np.concatenate([np.sin(out), np.cos(out)], axis=1)
+
+    return np.concatenate([one_d(embed_dim // 2, grid[0]), one_d(embed_dim // 2, grid[1])], axis=1)
+
+
+def timm_sincos_2d(feat_shape, dim, reverse_coord=False, interleave_sin_cos=False) -> torch.Tensor:
+    """timm's build_sincos2d_pos_embed (timm/layers/pos_embed_sincos.py), line by line, defaults as
+    there: the grid stacked (row, col), then [sin, cos] of both, i.e. [sin row, sin col, cos row, cos col]."""
+    pos_dim = dim // 4
+    bands = 1.0 / (10000.0 ** (torch.arange(0, pos_dim, 1).float() / pos_dim))
+    if reverse_coord:
+        feat_shape = feat_shape[::-1]
+    grid = torch.stack(torch.meshgrid([torch.arange(s).float() for s in feat_shape], indexing="ij"))
+    grid = grid.flatten(1).transpose(0, 1)  # (N, 2)
+    pos2 = grid.unsqueeze(-1) * bands.unsqueeze(0)  # (N, 2, pos_dim)
+    stack_dim = 2 if interleave_sin_cos else 1
+    return torch.stack([torch.sin(pos2), torch.cos(pos2)], dim=stack_dim).flatten(1)  # (N, dim)
+
+
+@pytest.mark.parametrize("grid, D", [(4, 16), (14, 768)])
+def test_the_library_table_is_maes(grid, D):
+    ours = sincos_pos_embed_2d(grid, D, cls_token=False)[0]
+    torch.testing.assert_close(ours, torch.from_numpy(mae_sincos_2d(D, grid)).float(), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("grid, D", [((3, 5), 16), ((14, 14), 768)])
+def test_timms_table_holds_the_same_numbers_in_another_channel_order(grid, D):
+    ours = sincos_pos_embed_2d(grid, D, cls_token=False)[0]  # [sin col, cos col, sin row, cos row]
+    q = D // 4
+    quarters = ours.split(q, dim=1)
+    reordered = torch.cat([quarters[2], quarters[0], quarters[3], quarters[1]], dim=1)  # [sin r, sin c, cos r, cos c]
+    torch.testing.assert_close(timm_sincos_2d(list(grid), D), reordered, atol=1e-4, rtol=0)
+    for reverse in (False, True):  # none of timm's options gives our order as it is
+        for interleave in (False, True):
+            assert not torch.allclose(timm_sincos_2d(list(grid), D, reverse, interleave), ours, atol=1e-3)
 
 
 @pytest.mark.parametrize("D", [6, 30, 2])

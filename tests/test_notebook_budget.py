@@ -173,3 +173,43 @@ def test_a_missing_notebook_is_a_usage_error(scratch_page, capsys):
         notebook_budget.main(["notebooks/99_nowhere.ipynb"])
     assert done.value.code == 2 and "no such notebook: notebooks/99_nowhere.ipynb" in capsys.readouterr().err
     assert calls == []
+
+
+def test_tree_peak_counts_the_processes_a_process_starts():
+    """A process that starts a child holding 100 MB: the tree's peak holds the child's 100 MB too."""
+    import subprocess
+    import sys
+
+    from tools.notebook_budget import TreePeak, tree_mb
+
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; time.sleep(0.5); subprocess.run([sys.executable, '-c', "
+            "'import time; x = bytearray(100 * 2**20); x[::4096] = b\"1\" * len(x[::4096]); time.sleep(1.5)'])",
+        ]
+    )
+    try:
+        with TreePeak(parent.pid, every=0.05) as watch:
+            alone = tree_mb(parent.pid)
+            parent.wait(timeout=30)
+    finally:
+        parent.kill()
+    assert alone is not None and alone[1] == 0 and alone[0] < 50
+    assert watch.children == 1 and watch.peak > 100, (watch.children, watch.peak)
+
+
+def test_tree_peak_is_none_for_a_process_that_starts_none():
+    import subprocess
+    import sys
+
+    from tools.notebook_budget import TreePeak
+
+    alone = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    try:
+        with TreePeak(alone.pid, every=0.05) as watch:
+            alone.wait(timeout=30)
+    finally:
+        alone.kill()
+    assert watch.peak is None and watch.children == 0

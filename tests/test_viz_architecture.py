@@ -116,3 +116,16 @@ def test_show_architecture_draws_the_blocks_of_the_encoder():
 def test_wrong_arguments_are_refused(draw, error, says):
     with pytest.raises(error, match=says):
         draw()
+
+
+def test_the_roadmap_labels_each_step_with_the_lesson_that_builds_it():
+    fig = show_architecture(ViTConfig.vit_b16(), by_lesson=True)
+    words = texts(fig)
+    assert not any(text.startswith("eq. ") for text in words)  # no equation before lesson 5 shows them
+    assert words.count("lesson 1") == 2 and words.count("lesson 2") == 2  # patches, E; class token, positions
+    assert words.count("lessons 3-4") == 1  # the attention box
+    assert words.count("lesson 5") == 4 + 5  # encoder, LayerNorm, class token, head; norm1, norm2, MLP, two +
+    assert "one encoder block" in words and "one encoder block (pre-norm)" not in words
+    plt.close(fig)
+    with pytest.raises(WrongTypeError, match="by_lesson"):
+        show_architecture(ViTConfig.tiny(), by_lesson="yes")

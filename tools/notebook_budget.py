@@ -25,6 +25,10 @@ BINDER_MB = 1024  # Binder's guaranteed memory for the whole container (kubespaw
 BUDGET_MB = 800  # a lesson's server and kernel together: a fifth of Binder's left for a cell run twice
 SERVER_MB = 100  # what the Jupyter server may hold meanwhile (tools/binder_memory.py checks it)
 KERNEL_LIMIT_MB = BUDGET_MB - SERVER_MB  # a lesson's kernel alone: nbval's gate in make test
+# A lesson that starts processes of its own (lesson 14: two Pythons with torch, about 290 MB each
+# while they train) cannot keep to BUDGET_MB: it may use, kernel and its processes together,
+# Binder's 1 GB less the server's share. nbval's gate in make test holds it there.
+PROCESSES_LIMIT_MB = BINDER_MB - SERVER_MB
 START, END = "<!-- budget:start -->", "<!-- budget:end -->"
 
 
@@ -48,6 +52,64 @@ def peak_rss_mb(pid: int) -> float | None:
 def resident_mb(pid: int) -> float | None:
     """The resident memory process `pid` holds now, in MB (None off Linux)."""
     return _status_mb(pid, "VmRSS")
+
+
+def tree_mb(pid: int) -> tuple[float, int] | None:
+    """The memory process `pid` and every process it started hold now, in MB, and how many it has
+    started: the sum of their proportional set sizes (a page shared by n of them counts 1/n in each,
+    as a container's limit counts it once). None off Linux, or when the process is gone."""
+    import psutil  # here, not at the top: the tools' --help needs nothing but the standard library
+
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return None
+    total = 0
+    for process in processes:
+        try:
+            total += process.memory_full_info().pss
+        except (psutil.Error, AttributeError):  # gone meanwhile; or no PSS off Linux
+            if process is root:
+                return None
+    return total / 2**20, len(processes) - 1
+
+
+class TreePeak:
+    """The largest tree_mb(pid) seen while process `pid` had started processes of its own, sampled
+    every `every` seconds in a thread: `with TreePeak(pid) as watch: ...`; then `watch.peak` (MB;
+    None if it started none, or off Linux) and `watch.children` (the most it had at one time)."""
+
+    def __init__(self, pid: int, every: float = 0.1):
+        self.pid, self.every = pid, every
+        self.peak: float | None = None
+        self.children = 0
+
+    def _sample(self) -> None:
+        import psutil
+
+        while not self._stop.wait(self.every):
+            try:
+                if not psutil.Process(self.pid).children(recursive=True):
+                    continue  # the kernel alone: its own peak is VmHWM's to tell, exactly and for free
+            except psutil.Error:
+                return
+            now = tree_mb(self.pid)
+            if now is not None:
+                self.peak = max(now[0], self.peak or 0.0)
+                self.children = max(self.children, now[1])
+
+    def __enter__(self) -> "TreePeak":
+        import threading
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def measure(path: Path, write: bool = False) -> tuple[float, float | None]:

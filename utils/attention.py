@@ -96,6 +96,11 @@ def scaled_dot_product_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q k^T / sqrt(d)) v, written out so that the weights can be returned and drawn.
 
+    Being written out, it builds the (..., N_q, N_k) weights, and when gradients are recorded autograd
+    keeps them for the backward pass (4 N_q N_k bytes per head in float32); torch's fused
+    F.scaled_dot_product_attention, which MultiHeadSelfAttention runs when no weights are asked for,
+    keeps no weights (lesson 3, section 8).
+
     Args:
         q: (..., N_q, d) queries.
         k: (..., N_k, d) keys.
@@ -167,7 +172,7 @@ class MultiHeadSelfAttention(nn.Module):
     which runs the fused kernel whenever no weights are asked for, in training and in inference
     alike. In `python -m utils.bench` the fused kernel was never slower beyond noise, kept less
     memory for the backward pass (no (N, N) weights) and made the course's ViT at least as fast as
-    Hugging Face's; the measurements are in the README's Performance section. So plain inference
+    Hugging Face's; the measurements are in docs/performance.md. So plain inference
     and return_attention=True's output differ by float32 rounding (about 1e-7), not bit for bit;
     compare them with a tolerance. torch's FlopCounterMode has no formula for the CPU fused kernel;
     utils.compute.multiply_adds adds one.

@@ -27,9 +27,10 @@ def _check_generator(generator) -> torch.Generator | None:
 
 
 def trunc_normal_(tensor: torch.Tensor, std: float = 0.02, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Fill in place from a normal(0, std) cut off at two standard deviations (timm's ViT init; the
-    paper's JAX code draws its kernels from Xavier-uniform). The numbers come from `generator`, or
-    from torch's global random numbers when it is None."""
+    """Fill in place from a normal(0, std) cut off at two standard deviations, +-2 std. timm and DeiT
+    draw their ViTs' tables with std 0.02 too, but cut at +-2 in absolute terms, which at std 0.02
+    never bites (MAE's code says so); the paper's JAX code draws its kernels from Xavier-uniform. The
+    numbers come from `generator`, or from torch's global random numbers when it is None."""
     check_tensor(tensor, "tensor", "(...)")
     if not tensor.is_floating_point():
         raise ValueError(f"expected a floating-point tensor to fill, got {tensor.dtype}")
@@ -76,7 +77,7 @@ def grid_coordinates(rows: int, cols: int) -> torch.Tensor:
 
 def sincos_1d(positions: torch.Tensor, dim: int) -> torch.Tensor:
     """Fixed sin-cos code of 1-D positions: the frequencies of "Attention Is All You Need", in the
-    channel order of MAE and timm (all the sines, then all the cosines).
+    channel order of MAE's get_1d_sincos_pos_embed_from_grid (all the sines, then all the cosines).
 
     The Transformer paper interleaves them instead, PE(p, 2i) = sin(p w_i), PE(p, 2i + 1) = cos(p w_i):
     the same numbers, in another fixed order of the channels (column i here is column 2i there,
@@ -102,10 +103,13 @@ def sincos_1d(positions: torch.Tensor, dim: int) -> torch.Tensor:
 def sincos_pos_embed_2d(grid_size: int | tuple[int, int], embed_dim: int, cls_token: bool = True) -> torch.Tensor:
     """Fixed 2-D sin-cos position table: half the width codes the column, half the row.
 
-    The layout of MAE and timm, so their fixed tables load as they are: [sin(col w), cos(col w),
+    MAE's layout (get_2d_sincos_pos_embed in its util/pos_embed.py, whose meshgrid(grid_w, grid_h)
+    puts the column first), so MAE's fixed tables load as they are: [sin(col w), cos(col w),
     sin(row w), cos(row w)] with w_i = 1/10000^(i/(D/4)), i = 0 .. D/4 - 1. big_vision's
-    posemb_sincos_2d ("Better plain ViT baselines", Beyer et al. 2022) has the same layout but
-    w_i = 1/10000^(i/(D/4 - 1)), and no class-token row.
+    posemb_sincos_2d ("Better plain ViT baselines", Beyer et al. 2022) has the same channel order but
+    w_i = 1/10000^(i/(D/4 - 1)), and no class-token row. timm's build_sincos2d_pos_embed holds the
+    same numbers as this table in another channel order, [sin(row w), sin(col w), cos(row w),
+    cos(col w)]: reorder the four quarters to load one of its tables.
 
     Args:
         grid_size: patches per side (or (rows, cols)).

@@ -1,5 +1,7 @@
-"""Lesson 3's exercise checkers: attention from q, k, v, a boolean mask applied to the scores, and
-causal attention, where token i may only attend to the tokens j <= i."""
+"""Lesson 3's exercise checkers: attention pooling (one learned query attends over the tokens), a local
+3 x 3 mask on a grid of tokens, and causal attention, where token i may only attend to the tokens j <= i.
+Two earlier exercises' checkers stay for instructors who set them: attention from q, k, v
+(check_attention) and a boolean mask applied to the scores (check_masked_softmax)."""
 
 import math
 import re
@@ -345,7 +347,7 @@ def _causal_weight_variants(q: torch.Tensor, k: torch.Tensor) -> dict[str, torch
         "exp(0) = 1, so the future keys still get weight; fill them with float('-inf')": scaled.masked_fill(
             ~allowed, 0.0
         ).softmax(-1),
-        "the scores are not scaled: divide q @ k^T by sqrt(d) before the softmax, as in exercise 1": scores.masked_fill(
+        "the scores are not scaled: divide q @ k^T by sqrt(d) before the softmax, as in section 5": scores.masked_fill(
             ~allowed, minus_inf
         ).softmax(-1),
         "the scale is applied after the softmax: divide the scores by sqrt(d) before it": scores.masked_fill(
@@ -471,4 +473,281 @@ def check_causal_attention(
     print(
         f"✓ causal_attention matches the reference on {len(CAUSAL_CASES)} cases (out and weights): "
         f"{summarize(verdicts)}; the reference equals F.scaled_dot_product_attention(q, k, v, is_causal=True)"
+    )
+
+
+# ---- attention pooling: one learned query attends over the tokens (cross-attention, N_q = 1) ----
+
+POOL_CASES = [  # (B, N, D): N, B and D all differ, so an axis mixed up shows
+    (2, 6, 8),
+    (3, 10, 16),
+    (1, 5, 64),  # a ViT head width: the scale matters
+]
+
+
+def _reference_pool(tokens: torch.Tensor, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(pooled (B, D), weights (B, N)): the query, one per image, attends over the tokens (keys = values)."""
+    B, N, D = tokens.shape
+    queries = query.expand(B, 1, D)  # (B, 1, D): the same learned query for every image
+    out, weights = scaled_dot_product_attention(queries, tokens, tokens)  # (B, 1, D), (B, 1, N)
+    return out[:, 0], weights[:, 0]  # (B, D), (B, N)
+
+
+def _pool_weight_variants(tokens: torch.Tensor, query: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible pooling weights (B, N), each keyed by the sentence that explains it."""
+    B, N, D = tokens.shape
+    scores = tokens @ query  # (B, N), not yet scaled
+    scaled = scores / math.sqrt(D)
+    first = (tokens @ tokens[:, 0, :, None])[..., 0] / math.sqrt(D)  # (B, N): the first token as the query
+    return {
+        "the scores are not scaled: divide each token's score (query . token) by sqrt(D), the width of the "
+        "query and the keys, before the softmax": scores.softmax(-1),
+        "the scores are divided by D; divide by sqrt(D)": (scores / D).softmax(-1),
+        "the scores are divided by sqrt(N), the number of tokens; the scale is sqrt(D), the width of the query "
+        "and the keys": (scores / math.sqrt(N)).softmax(-1),
+        "the softmax runs over the images (axis 0): each image's weights over its N tokens must sum to 1, "
+        "so use dim=-1": scaled.softmax(0),
+        "you returned the scores as the weights: the weights are their softmax over the tokens (dim=-1)": scaled,
+        "every token gets the same weight 1/N (mean pooling): attention pooling weights each token by the "
+        "softmax of its score with the query, softmax(tokens @ query / sqrt(D))": torch.full_like(scores, 1 / N),
+        "the query is the first token (tokens[:, 0]), as with a class token: here the query is the learned "
+        "vector `query`, which is not one of the tokens": first.softmax(-1),
+    }
+
+
+def _pool_out_variants(weights: torch.Tensor, tokens: torch.Tensor, query: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible pooled vectors (B, D), built from the right weights."""
+    D = tokens.shape[-1]
+    pooled = (weights[:, :, None] * tokens).sum(1)  # (B, D)
+    return {
+        "the pooled vector is the plain mean of the tokens: weight each token by its attention weight, "
+        "pooled = sum over n of weights[:, n] * tokens[:, n]": tokens.mean(1),
+        "the pooled vector is the sum of the tokens: weight each token by its attention weight before "
+        "summing": tokens.sum(1),
+        "the pooled vector is divided by sqrt(D) once more; the scale belongs to the scores only": pooled
+        / math.sqrt(D),
+        "the query is added to the pooled vector: the output is the weighted average of the values (the "
+        "tokens) alone": pooled + query,
+        "softmax is applied to the pooled vector too; it belongs to the scores only": pooled.softmax(-1),
+        "the pooled vector is the largest value of each feature (max pooling): take the weighted average of "
+        "the tokens, sum over n of weights[:, n] * tokens[:, n]": tokens.max(1).values,
+    }
+
+
+def _explain_pool_crash(tokens: torch.Tensor, query: torch.Tensor) -> Callable[[Exception], str | None]:
+    """error -> what a failed product in attention pooling most likely means."""
+    B, N, D = tokens.shape
+
+    def explain(error: Exception) -> str | None:
+        text = str(error)
+        products = ("cannot be multiplied", "size mismatch", "must match the size", "batch2 tensor")
+        if any(words in text for words in products):
+            return (
+                f"score every token against the one query: tokens @ query, (B, N, D) @ (D,) -> (B, N); then "
+                f"the weights (B, N) average the tokens over N (B = {B}, N = {N}, D = {D} here)"
+            )
+        if isinstance(error, IndexError) and "Dimension out of range" in text:
+            return "query is one vector (D,): give it a query axis with query[None] or query.reshape(1, 1, D)"
+        return None
+
+    return explain
+
+
+def check_attention_pool(fn: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """Check a learner's attention_pool(tokens (B, N, D), query (D,)) -> (pooled (B, D), weights (B, N)):
+    one learned query attends over each image's tokens, which serve as keys and values; then check that
+    shuffling the tokens leaves the pooled vector alone and shuffles the weights alike."""
+    generator = torch.Generator().manual_seed(0)
+    verdicts = []
+    for B, N, D in POOL_CASES:
+        tokens, query = torch.randn(B, N, D, generator=generator), torch.randn(D, generator=generator)
+        expected_pooled, expected_weights = _reference_pool(tokens, query)
+        where = f"for tokens {(B, N, D)} and query {(D,)}"
+        pooled, weights = call_learner(
+            fn,
+            tokens.clone(),
+            query.clone(),
+            returns=_is_pair_of_tensors,
+            expected="a pair of tensors (pooled, weights)",
+            where=where,
+            explain=_explain_pool_crash(tokens, query),
+        )
+        weight_hints = {
+            (B, 1, N): "drop the query axis: with one query, the weights are (B, N) (weights[:, 0] or squeeze(1))",
+            (B, N + 1): "the query is among the keys (it attends to itself): the keys and values are the N tokens "
+            "only, the query comes from outside (cross-attention)",
+            (B, N, D): "one weight per token, not per feature: a token's score is the dot product of the query "
+            "with the whole token, summed over its D features",
+            (N,): "keep the batch axis: one row of N weights per image, (B, N)",
+        }
+        pooled_hints = {
+            (B, 1, D): "drop the query axis: one pooled vector per image, (B, D) (out[:, 0] or squeeze(1))",
+            (B, N, D): "you returned the weighted tokens without summing them: the pooled vector sums "
+            "weights[:, n] * tokens[:, n] over the N tokens (axis 1)",
+            (D,): "keep the batch axis: one pooled vector per image, (B, D)",
+        }
+        if tuple(pooled.shape) == (B, N) and tuple(weights.shape) == (B, D):
+            raise CheckFailed(f"you returned (weights, pooled); return (pooled, weights) ({where})")
+        verdicts.append(
+            compare(
+                weights,
+                expected_weights,
+                where,
+                shape_wording="expected weights of shape {} (B, N)",
+                shape_hints=weight_hints,
+                atol=ATOL,
+                mistakes=_pool_weight_variants(tokens, query),
+                name="weights",
+                nan_hint="softmax(dim=-1) of finite scores never gives NaN",
+            )
+        )
+        verdicts.append(
+            compare(
+                pooled,
+                expected_pooled,
+                where,
+                shape_wording="expected pooled of shape {} (B, D)",
+                shape_hints=pooled_hints,
+                atol=ATOL,
+                mistakes=_pool_out_variants(expected_weights, tokens, query),
+                name="pooled",
+                advice=": pooled = sum over the tokens of weights[:, n] * tokens[:, n] (weights @ tokens per image)",
+            )
+        )
+    B, N, D = POOL_CASES[-1]  # the tokens of the last case, shuffled: a set has no order
+    order = torch.randperm(N, generator=generator)
+    pooled_shuffled, weights_shuffled = call_learner(
+        fn,
+        tokens[:, order].clone(),
+        query.clone(),
+        returns=_is_pair_of_tensors,
+        expected="a pair of tensors (pooled, weights)",
+        where="for the tokens shuffled",
+    )
+    if not torch.allclose(pooled_shuffled.detach().double(), pooled.detach().double(), atol=ATOL):
+        raise CheckFailed(
+            "pooled: shuffling the tokens changed the pooled vector; attention pooling treats the tokens as a set "
+            "(did the function read their order or position?)"
+        )
+    if not torch.allclose(weights_shuffled.detach().double(), weights[:, order].detach().double(), atol=ATOL):
+        raise CheckFailed("weights: shuffling the tokens must shuffle their weights alike")
+    print(
+        f"✓ attention_pool matches the reference on {len(POOL_CASES)} cases (pooled and weights): "
+        f"{summarize(verdicts)}; shuffling the tokens leaves the pooled vector unchanged"
+    )
+
+
+# ---- a local 3 x 3 attention mask on a grid of tokens --------------------------------------------
+
+LOCAL_GRIDS = [(3, 4), (5, 3), (14, 14)]  # (rows, cols): not square, then lesson 1's 14 x 14 patches
+
+
+def _grid_positions(rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row, column) of every token in row-major order (token i = r * cols + c), each (rows * cols,)."""
+    index = torch.arange(rows * cols)
+    return index // cols, index % cols
+
+
+def local_mask_reference(rows: int, cols: int) -> torch.Tensor:
+    """(rows * cols, rows * cols) boolean: True where query token i may attend to key token j, i.e. j lies in
+    the 3 x 3 window centred on i (itself included), on the grid of patches in row-major order."""
+    r, c = _grid_positions(rows, cols)
+    near_rows = (r[:, None] - r[None, :]).abs() <= 1  # (T, T)
+    near_cols = (c[:, None] - c[None, :]).abs() <= 1
+    return near_rows & near_cols
+
+
+def _local_mask_variants(rows: int, cols: int) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible local masks, each keyed by the sentence that explains it."""
+    r, c = _grid_positions(rows, cols)
+    dr, dc = (r[:, None] - r[None, :]).abs(), (c[:, None] - c[None, :]).abs()  # (T, T) distances
+    i = torch.arange(rows * cols)
+    di = (i[:, None] - i[None, :]).abs()  # (T, T) distance in the sequence
+    right = local_mask_reference(rows, cols)
+    wrap_r, wrap_c = torch.minimum(dr, rows - dr), torch.minimum(dc, cols - dc)  # distances on a torus
+    mixed_r, mixed_c = i % rows, i // rows  # column-major: (row, column) of token i read the other way
+    mixed = ((mixed_r[:, None] - mixed_r[None, :]).abs() <= 1) & ((mixed_c[:, None] - mixed_c[None, :]).abs() <= 1)
+    return {
+        "the window is 5 x 5 (two steps each way): a 3 x 3 window reaches one row and one column each way, "
+        "|row_i - row_j| <= 1 and |col_i - col_j| <= 1": (dr <= 2) & (dc <= 2),
+        "each token hides itself (a ring of 8): the 3 x 3 window includes the token at its centre, so the "
+        "diagonal of the mask is True": right & (dr + dc > 0),
+        "the mask is inverted: True must mark the tokens inside the window (may attend), False the rest": ~right,
+        "the diagonal neighbours are missing (a cross of 5): a 3 x 3 window includes its corners, so both "
+        "|row_i - row_j| <= 1 and |col_i - col_j| <= 1, not their sum": (dr + dc) <= 1,
+        "these are neighbours in the sequence (i - 1, i, i + 1), not on the grid: the tokens above and below "
+        "are i - cols and i + cols": di <= 1,
+        "the mask wraps around the edges: token i's neighbours are not simply i ± 1 and i ± cols (± 1), "
+        "since the last token of a row is not next to the first of the next row; compare the rows and the "
+        "columns of the two tokens (i // cols, i % cols)": (di <= 1) | ((di - cols).abs() <= 1),
+        "the window wraps around the grid (the top row sees the bottom row, the left column the right one): a "
+        "token on an edge has fewer neighbours, 6 (4 in a corner)": (wrap_r <= 1) & (wrap_c <= 1),
+        "rows and columns are mixed up: in row-major order (lesson 1) token i sits in row i // cols and "
+        "column i % cols": mixed,
+    }
+
+
+def _explain_local_crash(rows: int, cols: int) -> Callable[[Exception], str | None]:
+    def explain(error: Exception) -> str | None:
+        if isinstance(error, IndexError) and "out of" in str(error):
+            return (
+                f"an index ran off the grid: check that a neighbour's row lies in 0..{rows - 1} and its column in "
+                f"0..{cols - 1} before using it"
+            )
+        return None
+
+    return explain
+
+
+def check_local_mask(fn: Callable[[int, int], torch.Tensor]) -> None:
+    """Check a learner's local_mask(rows, cols) -> (T, T) boolean mask, T = rows * cols tokens in row-major
+    order, True where key j lies in the 3 x 3 window around query i (itself included, nothing wrapped)."""
+    verdicts = []
+    for rows, cols in LOCAL_GRIDS:
+        T = rows * cols
+        expected = local_mask_reference(rows, cols)
+        where = f"for a {rows} x {cols} grid (rows x cols, T = {T})"
+        got = call_learner(fn, rows, cols, where=where, explain=_explain_local_crash(rows, cols))
+        if isinstance(got, torch.Tensor) and got.dtype != torch.bool:
+            raise CheckFailed(
+                f"expected a boolean mask (True = may attend, as masked_fill(~mask, -inf) needs), got "
+                f"{str(got.dtype).removeprefix('torch.')} {where}: build it from comparisons such as "
+                "(distance <= 1), which give True/False, or convert a 0/1 mask with .bool()"
+            )
+
+        def count_window(got: torch.Tensor) -> str | None:
+            """Names the corner, edge or inner token whose window is wrong, with what it sees."""
+            seen = got.sum(dim=-1)  # (T,) keys each query may attend to
+            places = [("the top-left corner token (0, 0)", 0, 4), ("the top edge token (0, 1)", 1, 6)]
+            if rows > 2 and cols > 2:
+                places.append(("the inner token (1, 1)", cols + 1, 9))
+            for name, index, wanted in places:
+                if int(seen[index]) != wanted or not torch.equal(got[index], expected[index]):
+                    keys = [divmod(j, cols) for j in got[index].nonzero().flatten().tolist()][:12]
+                    return (
+                        f"{name} may attend to {int(seen[index])} tokens {where}, at (row, col) {keys}; in a 3 x 3 "
+                        f"window it sees {wanted}: itself and its neighbours on the grid, nothing beyond an edge"
+                    )
+            return None
+
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_wording="expected a mask of shape {} (T, T): one row per query token, one column per key",
+                shape_hints={
+                    (rows, cols, rows, cols): "flatten the grid: the mask is (T, T) with T = rows * cols, query "
+                    "token i = r * cols + c on the rows, key token j on the columns",
+                    (rows, cols): "one row per query token and one column per key token: (T, T), T = rows * cols",
+                    (T,): "one row per query token: the mask is (T, T), each row saying which keys it may see",
+                },
+                atol=0,
+                mistakes=_local_mask_variants(rows, cols),
+                diagnose=count_window,
+            )
+        )
+    print(
+        f"✓ local_mask matches the reference on {len(LOCAL_GRIDS)} grids (3 x 4, 5 x 3, 14 x 14): "
+        f"{summarize(verdicts)}; a corner token sees 4 tokens, an edge token 6, an inner one 9"
     )

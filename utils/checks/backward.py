@@ -1,5 +1,7 @@
-"""Lesson 10's exercise checkers: the backward pass written by hand for softmax, attention, LayerNorm
-and a pre-norm residual half block, each compared with torch.autograd on the same forward.
+"""Lesson 10's exercise checkers: the backward pass written by hand for softmax, attention, LayerNorm,
+a pre-norm residual half block, RMSNorm and LayerScale, each compared with torch.autograd on the same
+forward. The lesson's exercises use the last two (they ask for a backward the lesson did not show);
+the first four check the pieces the lesson derives, for instructors who want them as drills.
 
 Every input is a float64 tensor, so a right answer agrees with autograd to ~1e-15; the tolerance,
 1e-10 of the gradient's size, leaves room for any order of the operations and none for a mistake.
@@ -606,4 +608,239 @@ def check_residual_backward(fn: Callable[[torch.Tensor, Callable, Callable], tor
     print(
         f"✓ residual_backward matches torch.autograd through x + mlp(LayerNorm(x)) on {len(RESIDUAL_CASES)} cases: "
         f"{summarize(verdicts)}"
+    )
+
+
+# ---- 5. RMSNorm (a transfer exercise: LayerNorm's derivation without the mean) ------------------
+
+RMS_NORM_CASES = [(5, 8), (2, 3, 6), (1, 4, 7)]  # the shape of x: (T, D), (B, T, D), then batch 1 and D odd
+RMS_NORM_NAMES = ("grad_x", "grad_weight")
+RMS_GRAD_X_RULE = (
+    "grad_x = rrms * (g_hat - x_hat * (g_hat * x_hat).mean(-1, keepdim=True)), g_hat = grad_out * weight, "
+    "x_hat = x * rrms"
+)
+RMS_NORM_RULES = {
+    "grad_x": RMS_GRAD_X_RULE,
+    "grad_weight": "grad_weight = (grad_out * x_hat) summed over every axis but the last, x_hat = x * rrms",
+}
+RMS_NO_EPS = "eps is missing: rrms = 1 / sqrt(mean(x ** 2) + eps), as in the forward"
+RMS_EPS_OUTSIDE = "eps is added outside the square root: rrms = 1 / sqrt(mean(x ** 2) + eps), as in the forward"
+RMS_CENTRED = (
+    "you centred x, as LayerNorm does: RMSNorm subtracts no mean, x_hat = x * rrms with "
+    "rrms = 1 / sqrt(mean(x ** 2) + eps)"
+)
+
+
+def _rms_normalised(x: torch.Tensor, eps: float, outside: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """x_hat = x * rrms (..., D) and rrms = 1 / sqrt(mean(x^2) + eps) (..., 1); eps outside the root if asked."""
+    mean_square = x.pow(2).mean(-1, keepdim=True)
+    rrms = 1 / (mean_square.sqrt() + eps) if outside else (mean_square + eps).rsqrt()
+    return x * rrms, rrms
+
+
+def _rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """y = x / sqrt(mean(x^2) + eps) * weight over the last axis: (..., D) -> (..., D)."""
+    return _rms_normalised(x, eps)[0] * weight
+
+
+def _rms_norm_mistakes(x, weight, grad_out) -> dict[str, dict[str, torch.Tensor]]:
+    """For each output, its wrong-but-plausible values, each keyed by the sentence that explains it."""
+    lead = tuple(range(x.ndim - 1))  # every axis but the last
+
+    def grad_x(x_hat, rrms, g_hat, mean_term=False, scale_term=True, reduce="mean"):
+        """rrms * (g_hat [- mean(g_hat)] - x_hat * mean(g_hat * x_hat)), each term switchable."""
+        gather = (lambda t: t.mean(-1, keepdim=True)) if reduce == "mean" else (lambda t: t.sum(-1, keepdim=True))
+        grad = g_hat - gather(g_hat) if mean_term else g_hat
+        if scale_term:
+            grad = grad - x_hat * gather(g_hat * x_hat)
+        return rrms * grad
+
+    x_hat, rrms = _rms_normalised(x, EPS)
+    no_eps_hat, no_eps_rrms = _rms_normalised(x, 0.0)
+    outside_hat, outside_rrms = _rms_normalised(x, EPS, outside=True)
+    centred_hat, centred_rstd = _normalised(x, EPS)  # LayerNorm's x_hat and 1 / std
+    g_hat = grad_out * weight  # (..., D)
+    right_x = grad_x(x_hat, rrms, g_hat)
+    weight_rule = RMS_NORM_RULES["grad_weight"]
+    return {
+        "grad_x": {
+            "you kept LayerNorm's mean term: RMSNorm subtracts no mean, so no x_i reaches the output through a "
+            f"mean, and only the path through the root mean square is left: {RMS_GRAD_X_RULE}": grad_x(
+                x_hat, rrms, g_hat, mean_term=True
+            ),
+            "the term of the root mean square is missing from grad_x: every x_i moves mean(x ** 2), which every "
+            f"output is divided by, so subtract x_hat * (g_hat * x_hat).mean(-1, keepdim=True): {RMS_GRAD_X_RULE}": (
+                grad_x(x_hat, rrms, g_hat, scale_term=False)
+            ),
+            "weight is not applied to grad_out in grad_x: the forward multiplies x_hat by weight, so the gradient "
+            f"reaching x_hat is g_hat = grad_out * weight: {RMS_GRAD_X_RULE}": grad_x(x_hat, rrms, grad_out),
+            RMS_NO_EPS: grad_x(no_eps_hat, no_eps_rrms, g_hat),
+            RMS_EPS_OUTSIDE: grad_x(outside_hat, outside_rrms, g_hat),
+            RMS_CENTRED: grad_x(centred_hat, centred_rstd, g_hat),
+            f"LayerNorm's backward, mean term and centring included: RMSNorm has neither; {RMS_GRAD_X_RULE}": grad_x(
+                centred_hat, centred_rstd, g_hat, mean_term=True
+            ),
+            "rrms is missing from grad_x: the forward divides by the root mean square, so the gradient is divided "
+            f"by it too: {RMS_GRAD_X_RULE}": right_x / rrms,
+            "the term of the root mean square is summed over the features; it is a mean, .mean(-1, keepdim=True) "
+            f"(the D of mean(x ** 2)): {RMS_GRAD_X_RULE}": grad_x(x_hat, rrms, g_hat, reduce="sum"),
+            f"the term of the root mean square has the wrong sign: subtract it, {RMS_GRAD_X_RULE}": rrms
+            * (g_hat + x_hat * (g_hat * x_hat).mean(-1, keepdim=True)),
+            "weight multiplies the whole bracket; it goes in first, g_hat = grad_out * weight, since the mean "
+            f"mixes the features: {RMS_GRAD_X_RULE}": weight * grad_x(x_hat, rrms, grad_out),
+        },
+        "grad_weight": {
+            "grad_weight is not summed over the token (and batch) axes: one weight per feature scales every "
+            f"token, so its gradient adds up over all of them, {weight_rule}, shape (D,)": grad_out * x_hat,
+            f"grad_weight is averaged over the tokens; sum instead: every token adds its own share, {weight_rule}": (
+                grad_out * x_hat
+            ).mean(lead),
+            RMS_NO_EPS: (grad_out * no_eps_hat).sum(lead),
+            RMS_EPS_OUTSIDE: (grad_out * outside_hat).sum(lead),
+            RMS_CENTRED: (grad_out * centred_hat).sum(lead),
+            "grad_weight multiplies grad_out by x; the weight scales the normalised x_hat = x * rrms, "
+            f"so {weight_rule}": (grad_out * x).sum(lead),
+            "grad_weight multiplies by g_hat = grad_out * weight; the weight's own gradient does not hold the "
+            f"weight: {weight_rule}": (g_hat * x_hat).sum(lead),
+            "grad_weight sums grad_out alone, as a bias's gradient would; the weight multiplies x_hat, so "
+            f"{weight_rule}": grad_out.sum(lead),
+        },
+    }
+
+
+def check_rms_norm_backward(
+    fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], tuple[torch.Tensor, ...]],
+) -> None:
+    """Check a learner's rms_norm_backward(x, weight, grad_out, eps) -> (grad_x, grad_weight) against
+    torch.autograd through RMSNorm's forward, y = x / sqrt(mean(x^2) + eps) * weight over the last axis.
+
+    x and grad_out are (..., D), weight (D,); grad_x is (..., D), grad_weight (D,).
+    """
+    generator = torch.Generator().manual_seed(0)
+    verdicts = []
+    for shape in RMS_NORM_CASES:
+        D = shape[-1]
+        x = _random(shape, generator, scale=2.0, shift=0.5)  # a mean away from 0: centring x shows
+        weight = _random((D,), generator, scale=0.5, shift=1.0)  # not all ones: forgetting it shows
+        grad_out = _random(shape, generator)
+        expected = _autograd(lambda t, w: _rms_norm_forward(t, w, EPS), [x, weight], grad_out)
+        where = f"for x of shape {shape}"
+        args = (x.clone(), weight.clone(), grad_out.clone(), EPS)
+        got = _call_for_several(fn, args, RMS_NORM_NAMES, where)
+        mistakes = _rms_norm_mistakes(x, weight, grad_out)
+        for name, tensor, right in zip(RMS_NORM_NAMES, got, expected):
+            of = "x" if name == "grad_x" else "weight: one number per feature"
+            verdicts.append(
+                _compare_gradient(
+                    tensor,
+                    right,
+                    where,
+                    name,
+                    of,
+                    RMS_NORM_RULES[name],
+                    any_shape_hint=None if name == "grad_x" else RMS_NORM_RULES[name],
+                    mistakes=mistakes[name],
+                    **MISTAKE_TOL,
+                    nan_hint="rrms = 1 / sqrt(mean(x ** 2) + eps) is finite as long as eps is inside the square root",
+                )
+            )
+    print(
+        f"✓ rms_norm_backward matches torch.autograd on {len(RMS_NORM_CASES)} cases (grad_x and grad_weight): "
+        f"{summarize(verdicts)}"
+    )
+
+
+# ---- 6. LayerScale in a residual half block (a transfer exercise: a per-channel gain) ------------
+
+LAYER_SCALE_CASES = [(2, 5, 8), (1, 3, 6), (4, 12)]  # the shape of x: (B, T, D), batch 1, (T, D)
+LAYER_SCALE_NAMES = ("grad_x", "grad_gamma")
+LAYER_SCALE_RULES = {
+    "grad_x": "grad_x = grad_y + norm_vjp(branch_vjp(gamma * grad_y))",
+    "grad_gamma": "grad_gamma = (grad_y * branch_out) summed over every axis but the last",
+}
+SCALE_X_RULE, SCALE_GAMMA_RULE = LAYER_SCALE_RULES["grad_x"], LAYER_SCALE_RULES["grad_gamma"]
+
+
+def _layer_scale_mistakes(grad_y, gamma, branch_out, norm_vjp, branch_vjp) -> dict[str, dict[str, torch.Tensor]]:
+    """For each output, its wrong-but-plausible values, each keyed by the sentence that explains it."""
+    lead = tuple(range(grad_y.ndim - 1))  # every axis but the last
+    through = norm_vjp(branch_vjp(gamma * grad_y))  # the branch's path, right
+    return {
+        "grad_x": {
+            "gamma is left out of the branch's path: the branch's output is multiplied by gamma, so the gradient "
+            f"that reaches it is gamma * grad_y: {SCALE_X_RULE}": grad_y + norm_vjp(branch_vjp(grad_y)),
+            "gamma scales the identity path too: only the branch is multiplied by gamma, x is added unchanged, "
+            f"so grad_y comes back as it is: {SCALE_X_RULE}": gamma * grad_y + through,
+            "gamma is applied after the vjps; it is the last thing the forward does to the branch, so the backward "
+            "applies it first (the vjps mix the channels, so the order matters): "
+            f"{SCALE_X_RULE}": grad_y + gamma * norm_vjp(branch_vjp(grad_y)),
+            f"the residual path is missing; the gradient adds: the identity path carries grad_y, {SCALE_X_RULE}": (
+                through
+            ),
+            "the branch is missing: grad_y reaches x along the identity path and through the scaled branch, and the "
+            f"two add: {SCALE_X_RULE}": grad_y,
+            f"backward runs the forward in reverse: the branch's vjp first, then the norm's: {SCALE_X_RULE}": grad_y
+            + branch_vjp(norm_vjp(gamma * grad_y)),
+            "grad_x is divided by gamma; the forward multiplies the branch by gamma, so the backward multiplies "
+            f"too: {SCALE_X_RULE}": grad_y + norm_vjp(branch_vjp(grad_y / gamma)),
+        },
+        "grad_gamma": {
+            "grad_gamma is not summed over the batch and token axes: one gamma per channel scales every token of "
+            f"every image, so its gradient adds up over all of them, {SCALE_GAMMA_RULE}, shape (D,)": (
+                grad_y * branch_out
+            ),
+            "grad_gamma is averaged over the tokens; sum instead: every token adds its own share, "
+            f"{SCALE_GAMMA_RULE}": (grad_y * branch_out).mean(lead),
+            "grad_gamma sums grad_y alone, as a bias's gradient would; gamma multiplies the branch's output, so "
+            f"{SCALE_GAMMA_RULE}": grad_y.sum(lead),
+            f"grad_gamma holds gamma; the gradient of gamma * b with respect to gamma is b alone: {SCALE_GAMMA_RULE}": (
+                gamma * grad_y * branch_out
+            ).sum(lead),
+            "grad_gamma sums over the channels: there is one gamma per channel, so the sum runs over every "
+            f"other axis, {SCALE_GAMMA_RULE}, shape (D,)": (grad_y * branch_out).sum(-1),
+        },
+    }
+
+
+def check_layer_scale_backward(fn: Callable[..., tuple[torch.Tensor, ...]]) -> None:
+    """Check a learner's layer_scale_backward(grad_y, gamma, branch_out, norm_vjp, branch_vjp) ->
+    (grad_x, grad_gamma) for y = x + gamma * f(LN(x)) against torch.autograd through the half block.
+
+    grad_y and branch_out = f(LN(x)) are (..., D), gamma (D,); norm_vjp(g) is the gradient through the
+    LayerNorm at x, branch_vjp(g) through f at LN(x), each one tensor shaped like x in and out.
+    """
+    generator = torch.Generator().manual_seed(1)
+    verdicts = []
+    for shape in LAYER_SCALE_CASES:
+        D = shape[-1]
+        norm, branch = _half_block(D, generator)
+        x = _random(shape, generator, scale=2.0, shift=0.5)
+        gamma = _random((D,), generator, scale=0.3, shift=0.5)  # one gain per channel, all different
+        grad_y = _random(shape, generator)
+        expected = _autograd(lambda t, g: t + g * branch(norm(t)), [x, gamma], grad_y)
+        branch_out = branch(norm(x))  # (..., D)
+        norm_vjp = _vjp(norm, x, "norm_vjp")
+        branch_vjp = _vjp(branch, norm(x), "branch_vjp")
+        where = f"for x of shape {shape}"
+        args = (grad_y.clone(), gamma.clone(), branch_out.clone(), norm_vjp, branch_vjp)
+        got = _call_for_several(fn, args, LAYER_SCALE_NAMES, where)
+        mistakes = _layer_scale_mistakes(grad_y, gamma, branch_out, norm_vjp, branch_vjp)
+        for name, tensor, right in zip(LAYER_SCALE_NAMES, got, expected):
+            of = "x" if name == "grad_x" else "gamma: one number per channel"
+            verdicts.append(
+                _compare_gradient(
+                    tensor,
+                    right,
+                    where,
+                    name,
+                    of,
+                    LAYER_SCALE_RULES[name],
+                    any_shape_hint=None if name == "grad_x" else SCALE_GAMMA_RULE,
+                    mistakes=mistakes[name],
+                    **MISTAKE_TOL,
+                )
+            )
+    print(
+        f"✓ layer_scale_backward matches torch.autograd through x + gamma * mlp(LayerNorm(x)) on "
+        f"{len(LAYER_SCALE_CASES)} cases (grad_x and grad_gamma): {summarize(verdicts)}"
     )

@@ -1,6 +1,7 @@
-"""Lesson 2's exercise checkers: the token sequence z0 (eq. 1 of the ViT paper), the fixed 2-D
-sin-cos position table, resizing a position table to a new patch grid, and the learned 2-D table
-of the paper's Appendix D.4."""
+"""Lesson 2's exercise checkers: resizing a position table to a new patch grid, the jigsaw test of a
+whole ViT (blind to the order of the patches without positions), and the learned 2-D table of the
+paper's Appendix D.4; also the token sequence z0 (eq. 1 of the ViT paper) and the fixed 2-D sin-cos
+position table, which the lesson no longer asks for but instructors may still hand out."""
 
 import itertools
 import math
@@ -10,7 +11,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from utils.checks.core import CheckFailed, call_learner, compare, summarize
+from utils.checks.core import CheckFailed, call_learner, compare, describe, real_number, summarize
 from utils.embeddings import (
     grid_coordinates,
     prepend_cls_token,
@@ -18,6 +19,8 @@ from utils.embeddings import (
     sincos_pos_embed_2d,
     xy_pos_embed,
 )
+from utils.patches import patchify, unpatchify
+from utils.vit import VisionTransformer, ViTConfig
 
 # ---- the token sequence z0 = [x_class; x_p1 E; ...; x_pN E] + E_pos ----------------------
 
@@ -392,6 +395,37 @@ RESIZE_CASES = [  # (old (rows, cols), new (rows, cols), D)
 ]
 
 
+RESIZE_NO_PERMUTE = (
+    "you reshaped the (N, D) rows straight to (1, D, rows, cols) and back, with no permute: the channels "
+    "are the LAST axis, so reshape to (1, rows, cols, D) and permute to (1, D, rows, cols), and permute "
+    "back before flattening (a reshape alone mixes channels and positions, lesson 1's bug)"
+)
+RESIZE_CLASS_ENTRY_ON_GRID = (
+    "pos_embed has 1 + rows * cols entries, one more than the grid has places: keep the class entry "
+    "apart (pos_embed[:, :1]) and lay out only the patch entries, pos_embed[:, 1:]"
+)
+
+
+def _explain_resize_crash(old: tuple[int, int], D: int) -> Callable[[Exception], str | None]:
+    """error -> what a failed reshape onto the grid means: the class entry laid out with the patch
+    entries, or a square grid assumed for a rows x cols one."""
+    rows, cols = old
+    N = rows * cols
+
+    def explain(error: Exception) -> str | None:
+        bad = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", str(error))
+        if not bad:
+            return None
+        shape, size = [int(n) for n in bad[1].split(",")], int(bad[2])
+        if size == (1 + N) * D:
+            return RESIZE_CLASS_ENTRY_ON_GRID
+        if size == N * D and rows != cols and any(shape.count(n) >= 2 and n not in (1, D) for n in shape):
+            return f"the grid is {rows} x {cols}, not square: take its rows and columns from old_grid"
+        return None
+
+    return explain
+
+
 def _resize_variants(pos_embed, old, new) -> dict[str, torch.Tensor]:
     """Wrong-but-plausible resized tables, each keyed by the sentence that explains it."""
     (r, c), (nr, nc) = old, new
@@ -410,6 +444,7 @@ def _resize_variants(pos_embed, old, new) -> dict[str, torch.Tensor]:
         "(1, D, cols, rows)"
     )
     variants = {
+        RESIZE_NO_PERMUTE: resample(grid.reshape(1, D, r, c)).reshape(1, nr * nc, D),
         "you reshaped the (1, N, D) table straight to (1, D, rows, cols); the channels are the LAST "
         "axis: reshape to (1, rows, cols, D) and permute(0, 3, 1, 2)": back(resample(grid.reshape(1, D, r, c))),
         "after interpolating you reshaped (1, D, rows', cols') straight to (1, N', D); permute(0, 2, 3, 1) "
@@ -449,7 +484,7 @@ def check_resize_pos_embed(fn: Callable[..., torch.Tensor]) -> None:
         pos_embed = torch.randn(1, 1 + old[0] * old[1], D, generator=generator)
         expected = resize_pos_embed(pos_embed, old, new)  # (1, 1 + N', D)
         where = f"for a {old[0]} x {old[1]} -> {new[0]} x {new[1]} grid, D = {D}"
-        got = call_learner(fn, pos_embed.clone(), old, new, where=where)
+        got = call_learner(fn, pos_embed.clone(), old, new, where=where, explain=_explain_resize_crash(old, D))
         new_N = new[0] * new[1]
         shape_hints = {
             (1, new_N, D): "the class token's entry is missing; keep it apart and put it back in front",
@@ -599,3 +634,141 @@ def _raise_if_no_gradient(got: torch.Tensor, x_in: torch.Tensor, y_in: torch.Ten
             f"the values are right, but {' and '.join(missing)} gets no gradient from the result {cut}: "
             f"{learned} ({where})"
         )
+
+
+# ---- the jigsaw test: a whole ViT, the images and their patches shuffled -----------------------
+
+JIGSAW_CASES = [  # (pos_embed, pool, (H, W), P): no positions first, then with them; square and not
+    ("none", "cls", (32, 32), 4),
+    ("none", "mean", (32, 48), 8),
+    ("learned", "cls", (32, 32), 4),
+    ("sincos", "mean", (32, 48), 8),
+]
+JIGSAW_ATOL, JIGSAW_RTOL = 1e-5, 1e-3  # float rounding: running a batch in another order moves the last bits
+JIGSAW_WHOLE_PATCHES = (
+    "without positions the gap must be 0 (up to rounding, below 1e-5): the jigsaw must hold the images' own "
+    "patches, each intact, only in another order (cut with patchify and the model's patch size, reorder the "
+    "patch axis, put back with unpatchify)"
+)
+JIGSAW_SAME_INPUTS = (
+    "the model has positions, so the jigsaw should change its logits, but your gap is 0: the model saw the "
+    "same input twice (were the patches moved? is it run once on the images and once on the jigsaw?)"
+)
+
+
+def _jigsaw_model(pos_embed: str, pool: str, image_size: tuple[int, int], P: int, seed: int) -> VisionTransformer:
+    """A small ViT with fresh weights drawn from `seed`, leaving torch's global random numbers alone."""
+    config = ViTConfig.tiny(pos_embed=pos_embed, pool=pool, image_size=image_size, patch_size=P, depth=2)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return VisionTransformer(config).eval()
+
+
+def _jigsaw_of(images: torch.Tensor, P: int, order: torch.Tensor) -> torch.Tensor:
+    """The images with their P x P patches in the order `order`: patch i is the images' patch order[i]."""
+    return unpatchify(patchify(images, P)[:, order], P, tuple(images.shape[-2:]))  # (B, C, H, W)
+
+
+def _jigsaw_variants(model, images, P: int, order: torch.Tensor) -> dict[str, float]:
+    """Wrong-but-plausible gaps, each keyed by the sentence that explains it."""
+    with torch.no_grad():
+        logits = model(images)  # (B, classes)
+        moved = model(_jigsaw_of(images, P, order))  # (B, classes)
+        inverse = model(_jigsaw_of(images, P, torch.argsort(order)))  # (B, classes)
+    return {
+        "you moved patch i of the images to place order[i]; it is the other way round: patch i of the "
+        "jigsaw is patch order[i] of the images, patches[:, order]": (logits - inverse).abs().max().item(),
+        "you averaged the differences; the gap is the largest one, (a - b).abs().max()": (logits - moved)
+        .abs()
+        .mean()
+        .item(),
+        "take the absolute value of the differences before the max: (a - b).abs().max(); a plain max "
+        "misses the negative ones": (logits - moved).max().item(),
+        "take the absolute value of the differences before the max: (a - b).abs().max(); a plain max "
+        "misses the negative ones (here (b - a).max())": (moved - logits).max().item(),
+    }
+
+
+def _gap_number(value, where: str) -> float:
+    """The learner's gap as a float; CheckFailed for several numbers, or what is no number."""
+    if isinstance(value, torch.Tensor) and value.numel() > 1:
+        raise CheckFailed(
+            f"expected one number, got {describe(value)} {where}: the gap is the largest absolute difference "
+            "over all images and all classes, (a - b).abs().max()"
+        )
+    gap = real_number(value, "the gap", where)
+    if not math.isfinite(gap):
+        raise CheckFailed(f"the gap is {gap} {where}: the logits should be finite numbers")
+    return gap
+
+
+def _explain_jigsaw_crash(H: int, W: int, P: int, N: int) -> Callable[[Exception], str | None]:
+    """error -> a likely cause: patches cut with another size than the model's, or a square image assumed."""
+
+    def explain(error: Exception) -> str | None:
+        text = str(error)
+        patch = re.search(r"C\*(\d+)\*(\d+)", text)
+        image = re.search(r"for (\d+)x(\d+) images", text)
+        if patch and int(patch[1]) != P:
+            return (
+                f"this model's patches are {P} x {P}, not {patch[1]} x {patch[1]}: take P from "
+                f"model.config.patch_size (order has one entry per patch, {N} here)"
+            )
+        if image and (int(image[1]), int(image[2])) != (H, W):
+            return f"the images are {H} x {W}, not {image[1]} x {image[2]}: take (H, W) from images.shape"
+        if not re.search(r"shape|size|index|divisible|expected", text, flags=re.IGNORECASE):
+            return None
+        return (
+            f"this model cuts {H} x {W} images into {P} x {P} patches, {N} of them, one entry of order each: "
+            "take P from model.config.patch_size and (H, W) from images.shape"
+        )
+
+    return explain
+
+
+def check_jigsaw_gap(fn: Callable[..., float]) -> None:
+    """Check a learner's jigsaw_gap(model, images, order) -> the largest |logit difference| between
+    the images and their jigsaw (patch i of the jigsaw is patch order[i] of the images), on ViTs with
+    and without positions, pooling by the class token and by the mean."""
+    generator = torch.Generator().manual_seed(5)
+    verdicts, gaps, sizes = [], [], []
+    for seed, (pos_embed, pool, (H, W), P) in enumerate(JIGSAW_CASES):
+        model = _jigsaw_model(pos_embed, pool, (H, W), P, seed)
+        N = (H // P) * (W // P)
+        images = torch.rand(2, 3, H, W, generator=generator)  # (B, C, H, W)
+        order = torch.randperm(N, generator=generator)  # (N,)
+        with torch.no_grad():
+            logits = model(images)  # (B, classes)
+            expected = (logits - model(_jigsaw_of(images, P, order))).abs().max().item()
+        sizes.append(logits.abs().mean().item())
+        where = f"for a ViT with pos_embed={pos_embed!r}, pool={pool!r}, {H} x {W} images, {P} px patches"
+        got = call_learner(
+            fn,
+            model,
+            images.clone(),
+            order.clone(),
+            returns=object,
+            where=where,
+            explain=_explain_jigsaw_crash(H, W, P, N),
+        )
+        got = _gap_number(got, where)
+        difference = abs(got - expected)
+        if difference <= JIGSAW_ATOL + JIGSAW_RTOL * expected:
+            verdicts.append("exact" if difference == 0 else f"approximate (max difference {difference:.1e})")
+            gaps.append(expected)
+            continue
+        for reason, wrong in _jigsaw_variants(model, images, P, order).items():
+            if abs(got - wrong) <= JIGSAW_ATOL + JIGSAW_RTOL * abs(wrong):
+                raise CheckFailed(f"{reason} ({where})")
+        if pos_embed == "none":
+            raise CheckFailed(f"your gap is {got:.3g}; {JIGSAW_WHOLE_PATCHES} ({where})")
+        if abs(got) <= JIGSAW_ATOL:
+            raise CheckFailed(f"{JIGSAW_SAME_INPUTS} ({where})")
+        raise CheckFailed(f"your gap is {got:.4g}, the reference's {expected:.4g} ({where})")
+    no_positions, learned, sincos = max(gaps[:2]), gaps[2], gaps[3]
+    print(
+        f"✓ jigsaw_gap matches the reference on {len(verdicts)} ViTs: {summarize(verdicts)}. Without positions "
+        f"the jigsaw changes nothing (gap {no_positions:.4f}, class token and mean pooling); with learned "
+        f"positions the gap is {learned:.2g}, with sin-cos positions {sincos:.2g}, for logits about "
+        f"{sum(sizes) / len(sizes):.1f} in size"
+    )

@@ -1,5 +1,7 @@
-"""Lesson 4's exercise checkers: split_heads, merge_heads, the whole multi-head forward, and the
-paper's per-head matrices fused into one qkv weight."""
+"""Lesson 4's exercise checkers: grouped-query attention (key/value heads shared by groups of query
+heads: their split, the whole forward, the parameters and multiply-adds it saves) and the paper's
+per-head matrices fused into one qkv weight. The checkers of three earlier exercises stay for
+instructors who set them: split_heads, merge_heads and the whole multi-head forward."""
 
 import copy
 import itertools
@@ -22,6 +24,7 @@ from utils.checks.core import (
     raise_if_wrong_shape,
     summarize,
     varies_between_calls,
+    whole_number,
 )
 
 SPLIT_CASES = [  # (B, T, D, heads): T, heads and head_dim all different, so no mistake hides
@@ -639,4 +642,470 @@ def check_fuse_head_weights(
     print(
         "✓ fuse_head_weights: MultiHeadSelfAttention holding your qkv.weight equals the paper's "
         f"Concat(head_1, ..., head_h) W^O on {len(verdicts)} layers: {summarize(verdicts)}"
+    )
+
+
+# ---- grouped-query attention: key/value heads shared by groups of query heads -----------------
+
+KV_CASES = [  # (B, T, heads, kv_heads, head_dim): group 4, then 2, 1 (multi-head) and 6 (multi-query)
+    (2, 7, 12, 3, 5),
+    (1, 5, 4, 2, 6),
+    (2, 3, 3, 3, 4),
+    (1, 4, 6, 1, 2),
+]
+REPEAT_HINT = "use repeat_interleave (neighbours share one key/value head), not repeat (which cycles)"
+
+
+def _heads_got(got: torch.Tensor, x: torch.Tensor, num_kv_heads: int) -> list[int] | None:
+    """Which key/value head of x each head of `got` (B, heads, T, head_dim) holds, or None if one
+    of them holds none of them."""
+    B, T, D_kv = x.shape
+    kv = x.reshape(B, T, num_kv_heads, D_kv // num_kv_heads).transpose(1, 2).double()  # (B, kv, T, hd)
+    found = []
+    for head in got.detach().double().unbind(1):  # each (B, T, head_dim)
+        match = [j for j in range(num_kv_heads) if head.shape == kv[:, j].shape and torch.allclose(head, kv[:, j])]
+        if not match:
+            return None
+        found.append(match[0])
+    return found
+
+
+def _kv_split_variants(x: torch.Tensor, num_kv_heads: int, num_heads: int) -> dict[str, torch.Tensor]:
+    """Wrong split_kv_heads results, each keyed by the sentence that explains it."""
+    B, T, D_kv = x.shape
+    kv, hd, group = num_kv_heads, D_kv // num_kv_heads, num_heads // num_kv_heads
+    heads = x.reshape(B, T, kv, hd).transpose(1, 2)  # (B, kv, T, head_dim), right
+    variants = {}
+    if 1 < kv < num_heads:  # with one key/value head, or one per query head, repeat is right too
+        variants[
+            f"query heads 0 and 1 should share key/value head 0, but your head 1 got key/value head 1: {REPEAT_HINT}"
+        ] = heads.repeat(1, group, 1, 1)
+    if kv > 1:
+        variants.update(
+            {
+                "you cut the width as (head_dim, num_kv_heads), so each key/value head takes every "
+                f"{kv}-th feature: cut it as (num_kv_heads, head_dim), each head one contiguous slice": x.reshape(
+                    B, T, hd, kv
+                )
+                .permute(0, 3, 1, 2)
+                .repeat_interleave(group, dim=1),
+                "you reshaped straight to (B, num_kv_heads, T, head_dim) without a transpose: the values "
+                "are scrambled; reshape to (B, T, num_kv_heads, head_dim) first, then transpose(1, 2)": x.reshape(
+                    B, kv, T, hd
+                ).repeat_interleave(group, dim=1),
+            }
+        )
+    if group > 1:
+        variants[
+            "you repeated the features, not the heads: each head must hold one key/value head's head_dim "
+            "numbers as they are; split into the num_kv_heads heads first, then repeat whole heads"
+        ] = x.repeat_interleave(group, dim=-1).reshape(B, T, num_heads, hd).transpose(1, 2)
+    return variants
+
+
+def _kv_shape_hints(B: int, T: int, num_heads: int, num_kv_heads: int, hd: int) -> dict[tuple[int, ...], str]:
+    """Wrong shapes of split_kv_heads's result, each with the sentence that explains it."""
+    kv, group = num_kv_heads, num_heads // num_kv_heads
+    hints = {
+        (B, T, num_heads, hd): "the heads axis must come before the tokens: transpose(1, 2)",
+        (B, kv, T * group, hd): "you repeated along the tokens axis; repeat along the heads axis, dim=1",
+        (B, kv, T, hd * group): "you repeated along head_dim; repeat along the heads axis, dim=1",
+        (B * group, kv, T, hd): "you repeated along the batch axis; repeat along the heads axis, dim=1",
+        (B, T, kv * hd): "x came back unsplit: cut it into num_kv_heads heads of head_dim, then repeat each",
+    }
+    if group > 1:
+        hints[(B, 0, T, hd)] = (
+            "you repeated each key/value head 0 times: a group holds num_heads // num_kv_heads query heads, "
+            "not num_kv_heads // num_heads"
+        )
+        hints[(B, kv, T, hd)] = (
+            f"these are the {kv} key/value heads, not yet repeated: each must serve its group of "
+            f"num_heads // num_kv_heads = {group} query heads, (B, num_heads, T, head_dim)"
+        )
+    if kv > 1 and kv != group:
+        hints[(B, kv * kv, T, hd)] = (
+            f"you repeated each key/value head num_kv_heads = {kv} times; a group holds "
+            f"num_heads // num_kv_heads = {group} query heads"
+        )
+    if kv > 1:
+        hints[(B, kv * num_heads, T, hd)] = (
+            f"you repeated each key/value head num_heads = {num_heads} times; a group holds "
+            f"num_heads // num_kv_heads = {group} query heads"
+        )
+    if (kv * hd) % num_heads == 0 and group > 1:
+        hints[(B, num_heads, T, kv * hd // num_heads)] = (
+            "you cut x into num_heads heads; x holds only the num_kv_heads key/value heads, "
+            "head_dim = D_kv // num_kv_heads each, and each is then repeated"
+        )
+    return hints
+
+
+def _explain_kv(error: Exception) -> str | None:
+    """A reshape that does not fit, in words; else _explain."""
+    if "is invalid for input of size" in str(error):
+        return (
+            "x holds num_kv_heads key/value heads of head_dim = D_kv // num_kv_heads numbers each: "
+            "is that the width you cut it into?"
+        )
+    return _explain(error)
+
+
+def reference_split_kv_heads(x: torch.Tensor, num_kv_heads: int, num_heads: int) -> torch.Tensor:
+    """(B, T, num_kv_heads * head_dim) -> (B, num_heads, T, head_dim): each key/value head repeated
+    for its group of num_heads // num_kv_heads neighbouring query heads."""
+    kv = split_heads(x, num_kv_heads)  # (B, kv_heads, T, head_dim)
+    return kv.repeat_interleave(num_heads // num_kv_heads, dim=1)  # (B, heads, T, head_dim)
+
+
+def check_split_kv_heads(fn: Callable[[torch.Tensor, int, int], torch.Tensor]) -> None:
+    """Check a learner's split_kv_heads(x, num_kv_heads, num_heads): (B, T, D_kv) ->
+    (B, num_heads, T, head_dim), query head h reading key/value head h // (num_heads // num_kv_heads)."""
+    generator = torch.Generator().manual_seed(4)
+    verdicts = []
+    for B, T, h, kv, hd in KV_CASES:
+        x = torch.randn(B, T, kv * hd, generator=generator)
+        expected = reference_split_kv_heads(x, kv, h)
+        where = f"for x of shape {(B, T, kv * hd)}, {kv} key/value head{'s' if kv > 1 else ''} and {h} heads"
+        got = _call(
+            fn,
+            x.clone(),
+            kv,
+            h,
+            where=where,
+            several="return one tensor, (B, num_heads, T, head_dim): torch.stack the heads along dim 1",
+            explain=_explain_kv,
+        )
+        mistakes = _kv_split_variants(x, kv, h)
+        _raise_if_misshapen_mistake(got, expected, mistakes, where)
+
+        def diagnose(got, x=x, kv=kv, h=h, where=where) -> str | None:
+            found = _heads_got(got, x, kv)
+            if found is None:
+                return (
+                    f"your result holds other numbers than x's heads {where}: every head must be one "
+                    "key/value head of x, copied as it is (no arithmetic on the values)"
+                )
+            group = h // kv
+            wrong = next(head for head, j in enumerate(found) if j != head // group)
+            first = wrong // group * group  # the first query head of its group
+            return (
+                f"query head {wrong} got key/value head {found[wrong]}, but it belongs to the group of "
+                f"key/value head {wrong // group} (query heads {first} to {first + group - 1}) {where}: "
+                "query head h reads key/value head h // (num_heads // num_kv_heads)"
+            )
+
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_wording="expected {}",
+                shape_hints=_kv_shape_hints(B, T, h, kv, hd),
+                layout="(B, num_heads, T, head_dim)",
+                mistakes=mistakes,
+                diagnose=diagnose,
+            )
+        )
+    groups = ", ".join(str(h // kv) for _, _, h, kv, _ in KV_CASES)
+    print(
+        f"✓ split_kv_heads matches the reference on {len(verdicts)} inputs (groups of {groups}): {summarize(verdicts)}"
+    )
+
+
+GQA_CASES = [  # (B, T, D, heads, kv_heads): groups of 4, 1 (multi-head), 4 (multi-query), 2
+    (2, 7, 60, 12, 3),
+    (2, 4, 18, 3, 3),
+    (1, 5, 24, 4, 1),
+    (1, 6, 32, 4, 2),
+]
+
+
+def gqa_layers(D: int, num_heads: int, num_kv_heads: int, generator: torch.Generator) -> tuple[nn.Linear, ...]:
+    """q_proj Linear(D, D), kv_proj Linear(D, 2 * num_kv_heads * head_dim) (its output [k | v]) and
+    proj Linear(D, D), holding random weights and biases."""
+    kv_dim = num_kv_heads * (D // num_heads)
+    layers = nn.Linear(D, D), nn.Linear(D, 2 * kv_dim), nn.Linear(D, D)
+    with torch.no_grad():
+        for layer in layers:
+            layer.weight.copy_(torch.randn(layer.weight.shape, generator=generator) / math.sqrt(D))
+            layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator) * 0.1)
+    return layers
+
+
+def reference_grouped_query_attention(
+    x: torch.Tensor,
+    q_proj: nn.Linear,
+    kv_proj: nn.Linear,
+    proj: nn.Linear,
+    num_heads: int,
+    num_kv_heads: int,
+    share: str = "interleave",
+    kv_split: str = "right",
+    kv_order: tuple[int, int] = (0, 1),
+    q_split: str = "right",
+    scale: str = "head_dim",
+    softmax_dim: int = -1,
+    merge: str = "right",
+    project: bool = True,
+) -> torch.Tensor:
+    """Grouped-query self-attention written out, with a switch for each typical mistake.
+
+    Args:
+        x: (B, T, D); q_proj: Linear(D, D); kv_proj: Linear(D, 2 * num_kv_heads * head_dim), its
+            output [k | v]; proj: Linear(D, D).
+        share: how the key/value heads reach the query heads: "interleave" (right), "repeat"
+            (cycled), "first" (key/value head 0 for every query head); kv_split: "right" or
+            "head_major" (kv_proj(x) read as (num_kv_heads, 2, head_dim)); kv_order: which half of
+            kv_proj(x) is used as (k, v); q_split: "right", "interleaved" (width cut as (head_dim,
+            heads)) or "no_transpose"; scale: a key of SCALES; softmax_dim: the softmax's axis;
+            merge: "right" or "no_transpose"; project: apply proj.
+    Returns:
+        (B, T, D).
+    """
+    B, T, D = x.shape
+    h, kv, hd = num_heads, num_kv_heads, D // num_heads
+    q = q_proj(x)  # (B, T, D)
+    if q_split == "right":
+        q = q.reshape(B, T, h, hd).transpose(1, 2)  # (B, heads, T, head_dim)
+    elif q_split == "interleaved":
+        q = q.reshape(B, T, hd, h).permute(0, 3, 1, 2)  # (B, heads, T, head_dim), scrambled
+    elif q_split == "no_transpose":
+        q = q.reshape(B, h, T, hd)  # scrambled
+    else:
+        raise ValueError(f"unknown q_split {q_split!r}")
+    if kv_split == "right":
+        parts = kv_proj(x).reshape(B, T, 2, kv, hd).permute(2, 0, 3, 1, 4)  # (2, B, kv_heads, T, head_dim)
+    elif kv_split == "head_major":
+        parts = kv_proj(x).reshape(B, T, kv, 2, hd).permute(3, 0, 2, 1, 4)  # (2, B, kv_heads, T, head_dim)
+    else:
+        raise ValueError(f"unknown kv_split {kv_split!r}")
+    k, v = parts[kv_order[0]], parts[kv_order[1]]  # each (B, kv_heads, T, head_dim)
+    if share == "interleave":
+        k, v = (t.repeat_interleave(h // kv, dim=1) for t in (k, v))  # each (B, heads, T, head_dim)
+    elif share == "repeat":
+        k, v = (t.repeat(1, h // kv, 1, 1) for t in (k, v))  # cycled: head i reads kv head i % kv_heads
+    elif share == "first":
+        k, v = k[:, :1], v[:, :1]  # (B, 1, T, head_dim): broadcast over the query heads
+    else:
+        raise ValueError(f"unknown share {share!r}")
+    scores = q @ k.transpose(-2, -1) / SCALES[scale](hd, D)  # (B, heads, T, T)
+    out = scores.softmax(dim=softmax_dim) @ v  # (B, heads, T, head_dim)
+    if merge == "right":
+        out = out.transpose(1, 2).reshape(B, T, D)  # (B, T, D)
+    elif merge == "no_transpose":
+        out = out.reshape(B, T, D)  # scrambled
+    else:
+        raise ValueError(f"unknown merge {merge!r}")
+    return proj(out) if project else out
+
+
+def _gqa_variants(x, q_proj, kv_proj, proj, h: int, kv: int) -> dict[str, torch.Tensor]:
+    """Wrong grouped-query outputs, each keyed by the sentence that explains it."""
+    D = x.shape[-1]
+    hd = D // h
+
+    def wrong(**mistake) -> torch.Tensor:
+        return reference_grouped_query_attention(x, q_proj, kv_proj, proj, h, kv, **mistake)
+
+    variants = {}
+    if 1 < kv < h:
+        variants[
+            "your query heads read the wrong key/value heads: query heads 0 and 1 should share key/value "
+            f"head 0, but with repeat head 1 reads key/value head 1; {REPEAT_HINT}"
+        ] = wrong(share="repeat")
+    if kv > 1:
+        variants[
+            "every query head used key/value head 0: each key/value head serves its own group of "
+            "num_heads // num_kv_heads neighbouring query heads"
+        ] = wrong(share="first")
+        variants[
+            "you read kv_proj(x) head by head, as (B, T, num_kv_heads, 2, head_dim); it is [k | v], each "
+            "num_kv_heads * head_dim wide: reshape to (B, T, 2, num_kv_heads, head_dim)"
+        ] = wrong(kv_split="head_major")
+    variants.update(
+        {
+            "k and v are swapped: kv_proj(x) is [k | v], the keys in the first half, the values in the second": wrong(
+                kv_order=(1, 0)
+            ),
+            "you merged the heads without transposing back: transpose(1, 2) to (B, T, heads, head_dim), "
+            "then reshape to (B, T, D)": wrong(merge="no_transpose"),
+            "you split q without a transpose (reshaped straight to (B, heads, T, head_dim)): reshape to "
+            "(B, T, heads, head_dim) first, then transpose(1, 2)": wrong(q_split="no_transpose"),
+            "you forgot the output projection: apply proj to the merged heads": wrong(project=False),
+            f"you forgot the scale: divide the scores by sqrt(head_dim) = sqrt({hd})": wrong(scale="none"),
+            f"you scaled the scores by sqrt(D) = sqrt({D}); each head's dot products add up head_dim "
+            f"numbers, so divide by sqrt(head_dim) = sqrt({hd})": wrong(scale="D"),
+            "the softmax runs over the wrong axis: each query's weights over the keys must sum to 1, "
+            "so take it over the last axis": wrong(softmax_dim=-2),
+        }
+    )
+    if h > 1:
+        variants[
+            "you cut q's width as (head_dim, heads), so each head takes every num_heads-th feature: cut it "
+            "as (heads, head_dim), each head one contiguous slice, then transpose(1, 2)"
+        ] = wrong(q_split="interleaved")
+    return variants
+
+
+def _explain_gqa(error: Exception) -> str | None:
+    """Query and key/value heads that do not line up, in words; else _explain."""
+    if "must match the size of tensor" in str(error) or "is invalid for input of size" in str(error):
+        return (
+            "q has num_heads heads but kv_proj gives only num_kv_heads key/value heads of the same head_dim: "
+            "repeat each for its group of num_heads // num_kv_heads query heads before the scores"
+        )
+    return _explain(error)
+
+
+def check_grouped_query_attention(fn: Callable) -> None:
+    """Check a learner's grouped_query_attention(x, q_proj, kv_proj, proj, num_heads, num_kv_heads)
+    -> (B, T, D) against the reference written out, and, where num_kv_heads = num_heads, against
+    utils.MultiHeadSelfAttention holding the same weights."""
+    generator = torch.Generator().manual_seed(5)
+    verdicts = []
+    for B, T, D, h, kv in GQA_CASES:
+        x = torch.randn(B, T, D, generator=generator)
+        q_proj, kv_proj, proj = gqa_layers(D, h, kv, generator)
+        with torch.no_grad():
+            if kv == h:  # plain multi-head attention: the library module is the reference
+                reference = MultiHeadSelfAttention(D, h)
+                reference.qkv.weight.copy_(torch.cat([q_proj.weight, kv_proj.weight]))  # [W_q; W_k; W_v]
+                reference.qkv.bias.copy_(torch.cat([q_proj.bias, kv_proj.bias]))
+                reference.proj.load_state_dict(proj.state_dict())
+                expected = reference(x)
+            else:
+                expected = reference_grouped_query_attention(x, q_proj, kv_proj, proj, h, kv)
+            where = f"for x of shape {(B, T, D)}, {h} heads and {kv} key/value head{'s' if kv > 1 else ''}"
+            layers = [copy.deepcopy(layer) for layer in (q_proj, kv_proj, proj)]
+            got = _call(
+                fn,
+                x.clone(),
+                *layers,
+                h,
+                kv,
+                where=where,
+                several="return one tensor, the output (B, T, D) (the weights stay inside)",
+                explain=_explain_gqa,
+            )
+            verdicts.append(
+                compare(
+                    got,
+                    expected,
+                    where,
+                    shape_wording="expected {}",
+                    shape_hints={
+                        (B, h, T, D // h): "these are the heads' outputs; merge them to (B, T, D) and apply proj"
+                    },
+                    atol=TOL["atol"],
+                    mistakes=_gqa_variants(x, q_proj, kv_proj, proj, h, kv),
+                    mistake_atol=TOL["atol"],
+                    mistake_rtol=TOL["rtol"],
+                    advice="; go through the steps in order: split q into heads, split kv_proj(x) into k and v "
+                    "heads, repeat each key/value head for its group, attend, merge, proj",
+                )
+            )
+    groups = ", ".join(str(h // kv) for _, _, _, h, kv in GQA_CASES)
+    print(
+        f"✓ grouped_query_attention matches the reference on {len(verdicts)} layers (groups of {groups}): "
+        f"{summarize(verdicts)}; with num_kv_heads = num_heads it equals utils.MultiHeadSelfAttention"
+    )
+
+
+# ---- what a grouped-query layer costs ---------------------------------------------------------
+
+COST_CASES = [(50, 96, 6, 2), (10, 24, 4, 1), (7, 12, 3, 3), (197, 768, 12, 4)]  # (T, D, heads, kv_heads)
+
+
+def grouped_query_cost(T: int, D: int, num_heads: int, num_kv_heads: int) -> tuple[int, int]:
+    """(parameters, multiply-adds) of grouped-query self-attention on one image of T tokens: q_proj
+    (D, D), kv_proj (2 * num_kv_heads * head_dim, D) and proj (D, D), each with a bias; the
+    multiply-adds of the matrix products (not the biases, not the softmax)."""
+    kv_dim = num_kv_heads * (D // num_heads)  # the width of k, and of v
+    parameters = (D * D + D) + (D * 2 * kv_dim + 2 * kv_dim) + (D * D + D)  # q_proj, kv_proj, proj
+    multiply_adds = T * D * D + T * D * 2 * kv_dim + 2 * T * T * D + T * D * D  # q, k and v, q kᵀ and w v, proj
+    return parameters, multiply_adds
+
+
+def _cost_mistakes(T: int, D: int, h: int, kv: int) -> dict[str, dict[str, int]]:
+    """Wrong counts, by part ("parameters", "multiply-adds"), each keyed by the sentence that explains it."""
+    params, macs = grouped_query_cost(T, D, h, kv)
+    kv_dim = kv * (D // h)  # the width of k, and of v
+    full = {
+        "parameters": 4 * D * D + 4 * D,
+        "multiply-adds": 4 * T * D * D + 2 * T * T * D,
+    }
+    mistakes = {"parameters": {}, "multiply-adds": {}}
+    if kv < h:
+        for part, count in full.items():
+            mistakes[part][
+                "that is plain multi-head attention's count: here k and v are only num_kv_heads * head_dim "
+                f"= {kv_dim} wide each, not D = {D}"
+            ] = count
+        mistakes["multiply-adds"][
+            "the T x T products run in every query head, heads x T² x head_dim = T² D each for q kᵀ and "
+            "for weights @ v; the key/value heads are shared, not fewer products"
+        ] = macs - 2 * T * T * D + 2 * T * T * kv_dim
+    mistakes["parameters"].update(
+        {
+            f"you left out the biases: every projection here has one, D + 2 * num_kv_heads * head_dim + D "
+            f"= {2 * D + 2 * kv_dim} numbers": params - (2 * D + 2 * kv_dim),
+            "you counted kv_proj for k only: it makes both k and v, 2 * num_kv_heads * head_dim outputs": params
+            - (D * kv_dim + kv_dim),
+            "you left out the output projection proj, D² + D parameters": params - (D * D + D),
+        }
+    )
+    mistakes["multiply-adds"].update(
+        {
+            "that is twice the count: a multiply-add is one multiplication and one addition (torch's FLOP "
+            "counter counts it as 2 FLOPs); count each once": 2 * macs,
+            "you counted the bias additions too; count the matrix products only, as section 5 does": macs
+            + T * (2 * D + 2 * kv_dim),
+            "you counted only one of the two T x T products: q kᵀ and weights @ v cost T² D each": macs - T * T * D,
+            "you counted the T x T products of one head only: each of the num_heads query heads computes its "
+            "own, T² head_dim for q kᵀ and as many for weights @ v": macs - 2 * T * T * D + 2 * T * T * (D // h),
+            "you counted kv_proj for k only: it makes both k and v, T x D x 2 * num_kv_heads * head_dim": macs
+            - T * D * kv_dim,
+            "you left out the output projection proj, T D²": macs - T * D * D,
+        }
+    )
+    for part in mistakes:  # a mistake that happens to give the right count here is not one
+        right = params if part == "parameters" else macs
+        mistakes[part] = {reason: count for reason, count in mistakes[part].items() if count != right}
+    return mistakes
+
+
+def _is_pair(result) -> bool:
+    return isinstance(result, tuple | list) and len(result) == 2
+
+
+def check_grouped_query_cost(fn: Callable[[int, int, int, int], tuple]) -> None:
+    """Check a learner's grouped_query_cost(T, D, num_heads, num_kv_heads) -> (parameters,
+    multiply_adds); then print what multi-query attention saves at ViT-B's width."""
+    for T, D, h, kv in COST_CASES:
+        where = f"for T = {T}, D = {D}, {h} heads and {kv} key/value head{'s' if kv > 1 else ''}"
+        got = call_learner(
+            fn, T, D, h, kv, returns=_is_pair, expected="a pair (parameters, multiply_adds)", where=where
+        )
+        expected = dict(zip(("parameters", "multiply-adds"), grouped_query_cost(T, D, h, kv), strict=True))
+        mistakes = _cost_mistakes(T, D, h, kv)
+        counts = [whole_number(value, f"the {part}", where) for value, part in zip(got, expected, strict=True)]
+        if counts == list(expected.values())[::-1] and counts[0] != counts[1]:
+            raise CheckFailed(f"the pair is the wrong way round: return (parameters, multiply_adds) {where}")
+        for count, (part, right) in zip(counts, expected.items(), strict=True):
+            if count == right:
+                continue
+            reason = next((reason for reason, wrong in mistakes[part].items() if wrong == count), None)
+            if reason:
+                raise CheckFailed(f"the {part}: {reason} ({where}: you gave {count:,}, the count is {right:,})")
+            raise CheckFailed(
+                f"the {part}: you gave {count:,}, the count is {right:,} {where}; add up q_proj, kv_proj and "
+                "proj (weights and biases) for the parameters, and the products q, k and v, q kᵀ, weights @ v "
+                "and proj for the multiply-adds"
+            )
+    mha, mqa = grouped_query_cost(197, 768, 12, 12), grouped_query_cost(197, 768, 12, 1)
+    print(f"✓ grouped_query_cost gives the counts of {len(COST_CASES)} layers: exact")
+    print(
+        f"  at ViT-B's width (T = 197, D = 768, 12 heads): multi-head {mha[0]:,} parameters and "
+        f"{mha[1] / 1e6:.1f} M multiply-adds; multi-query (1 key/value head) {mqa[0]:,} ({mqa[0] / mha[0]:.0%}) "
+        f"and {mqa[1] / 1e6:.1f} M ({mqa[1] / mha[1]:.0%})"
     )

@@ -1,5 +1,6 @@
-"""Lesson 1's exercise checkers: patchify, unpatchify, the attention cost of a patch size, and a
-JAX/Flax patch-embedding kernel converted into a PyTorch Conv2d weight."""
+"""Lesson 1's exercise checkers: patchify (square patches, and P_h x P_w patches), overlapping
+patches cut with a stride smaller than the patch, and a JAX/Flax patch-embedding kernel converted
+into a PyTorch Conv2d weight."""
 
 import itertools
 import re
@@ -12,13 +13,9 @@ from utils.checks.core import (
     CheckFailed,
     call_learner,
     compare,
-    describe,
     other_numbers,
-    raise_if_meta,
     summarize,
-    whole_number,
 )
-from utils.patches import patchify
 
 PATCHIFY_CASES = [  # (B, C, H, W, P): square and not, RGB and grayscale, one and many patches
     (2, 3, 32, 32, 8),
@@ -26,41 +23,83 @@ PATCHIFY_CASES = [  # (B, C, H, W, P): square and not, RGB and grayscale, one an
     (3, 1, 12, 12, 4),
     (1, 3, 16, 16, 16),
 ]
+RECT_CASES = [  # (B, C, H, W, (P_h, P_w)): tall and wide patches, on images square and not
+    (2, 3, 24, 40, (4, 8)),  # 6 x 5 patches
+    (1, 3, 16, 48, (8, 4)),  # 2 x 12
+    (3, 1, 12, 12, (6, 2)),  # a square image, 2 x 6 patches
+    (1, 3, 16, 16, (16, 16)),  # a square patch is a pair too
+]
 
 # the image (B, C, H, W) read as the grid (B, C, rows, P, cols, P): the names of axes 1 .. 5
 IMAGE_AXES = ("C", "rows", "P_row", "cols", "P_col")
 # the patches (B, N, C*P*P) read as the grid (B, rows, cols, C, P, P): the names of axes 1 .. 5
 PATCH_AXES = ("rows", "cols", "C", "P_row", "P_col")
+# Tensor.unfold's windows (B, C, rows, cols, P, P): the names of axes 1 .. 5
+WINDOW_AXES = ("C", "rows", "cols", "P_row", "P_col")
 
 
-def _patch_variants(images: torch.Tensor, P: int) -> dict[str, torch.Tensor]:
+def _sizes(size: int | tuple[int, int]) -> tuple[int, int, str, str]:
+    """(P_h, P_w) and the letters a message names them by: "P", "P" for a square patch size given
+    as one number, "P_h", "P_w" for a pair."""
+    if isinstance(size, tuple):
+        return size[0], size[1], "P_h", "P_w"
+    return size, size, "P", "P"
+
+
+def _patch_variants(images: torch.Tensor, size: int | tuple[int, int]) -> dict[str, torch.Tensor]:
     """Wrong-but-plausible patchify results, each keyed by the sentence that explains it."""
     B, C, H, W = images.shape
-    grid = images.reshape(B, C, H // P, P, W // P, P)  # (B, C, rows, P, cols, P)
-    N = (H // P) * (W // P)
+    P_h, P_w, ph, pw = _sizes(size)
+    rows, cols = H // P_h, W // P_w
+    grid = images.reshape(B, C, rows, P_h, cols, P_w)  # (B, C, rows, P_h, cols, P_w)
+    N = rows * cols
     variants = {
-        "each patch must be flattened in (C, P, P) order (channels first); yours puts the "
-        "channels last, (P, P, C)": grid.permute(0, 2, 4, 3, 5, 1).reshape(B, N, -1),
+        f"each patch must be flattened in (C, {ph}, {pw}) order (channels first); yours puts the "
+        f"channels last, ({ph}, {pw}, C)": grid.permute(0, 2, 4, 3, 5, 1).reshape(B, N, -1),
         "the patches are in column-major order (top to bottom first); they must go left to "
         "right, then top to bottom, like reading text": grid.permute(0, 4, 2, 1, 3, 5).reshape(B, N, -1),
         "the pixels inside each patch are transposed (columns before rows); keep (row, column) "
         "order inside a patch": grid.permute(0, 2, 4, 1, 5, 3).reshape(B, N, -1),
         "you sliced the image with a plain reshape, without moving the patch-grid axes next to "
         "each other first (permute before the last reshape)": images.reshape(B, N, -1),
-        "the channel axis is still in front of the grid axes, (B, C, rows, cols, P, P) as Tensor.unfold "
-        "gives it: permute to (B, rows, cols, C, P, P) before the last reshape": grid.permute(0, 1, 2, 4, 3, 5).reshape(
-            B, N, -1
-        ),
-        "F.unfold gives (B, C*P*P, N) and a reshape to (B, N, C*P*P) does not swap those axes: "
-        "use .transpose(1, 2)": F.unfold(images, P, stride=P).reshape(B, N, -1),
+        f"you split the image with reshape(B, C, rows, cols, {ph}, {pw}), but a reshape keeps the reading "
+        f"order, so those last two axes are not a patch's pixels: split each side where it lies, "
+        f"(B, C, rows, {ph}, cols, {pw}), then permute": images.reshape(B, C, rows, cols, P_h, P_w)
+        .permute(0, 2, 3, 1, 4, 5)
+        .reshape(B, N, -1),
+        f"the channel axis is still in front of the grid axes, (B, C, rows, cols, {ph}, {pw}) as Tensor.unfold "
+        f"gives it: permute to (B, rows, cols, C, {ph}, {pw}) before the last reshape": grid.permute(
+            0, 1, 2, 4, 3, 5
+        ).reshape(B, N, -1),
+        f"F.unfold gives (B, C*{ph}*{pw}, N) and a reshape to (B, N, C*{ph}*{pw}) does not swap those axes: "
+        "use .transpose(1, 2)": F.unfold(images, (P_h, P_w), stride=(P_h, P_w)).reshape(B, N, -1),
     }
-    if H != W:  # only then can rows and columns be mixed up
-        swapped = images.reshape(B, C, W // P, P, H // P, P).permute(0, 2, 4, 1, 3, 5)
+    if H != W and W % P_h == 0 and H % P_w == 0:  # only then can rows and columns be mixed up
+        swapped = images.reshape(B, C, W // P_h, P_h, H // P_w, P_w).permute(0, 2, 4, 1, 3, 5)
         variants[
-            "rows and columns are swapped: the grid has H // P rows and W // P columns, so reshape to "
-            "(B, C, H // P, P, W // P, P) (and unpack B, C, H, W = images.shape in that order)"
-        ] = swapped.reshape(B, N, -1)
+            f"rows and columns are swapped: the grid has H // {ph} rows and W // {pw} columns, so reshape to "
+            f"(B, C, H // {ph}, {ph}, W // {pw}, {pw}) (and unpack B, C, H, W = images.shape in that order)"
+        ] = swapped.reshape(B, -1, C * P_h * P_w)
+    if P_h != P_w and H % P_w == 0 and W % P_h == 0:
+        turned = images.reshape(B, C, H // P_w, P_w, W // P_h, P_h).permute(0, 2, 4, 1, 3, 5)
+        variants[_PATCH_TURNED] = turned.reshape(B, -1, C * P_h * P_w)
+    for side in {P_h, P_w} if P_h != P_w else ():
+        if H % side == 0 and W % side == 0:  # square patches, read into the right shape
+            square = images.reshape(B, C, H // side, side, W // side, side).permute(0, 2, 4, 1, 3, 5)
+            variants[_square_patches(side, P_h, P_w)] = square.reshape(B, N, -1)
     return variants
+
+
+def _square_patches(side: int, P_h: int, P_w: int) -> str:
+    return (
+        f"your patches are square, {side} x {side}: a patch is P_h x P_w = {P_h} x {P_w}, so "
+        "N = (H // P_h) * (W // P_w) and each patch holds C*P_h*P_w numbers"
+    )
+
+
+_PATCH_TURNED = (
+    "the patch is turned: patch_size is (P_h, P_w), height first, like an image's (H, W): P_h splits H and P_w splits W"
+)
 
 
 def _name_axis_order(
@@ -78,10 +117,6 @@ def _name_axis_order(
 def _grid_crash(error: Exception, B: int, C: int, H: int, W: int, P: int) -> str | None:
     """Names a reshape that failed because one side of a non-square image was used for both, or because
     C was computed wrongly; None when the error is something else."""
-    if "product of kernel_size" in str(error):
-        return "F.fold wants the patches as (B, C*P*P, N): transpose(1, 2) before it"
-    if "number of sliding blocks" in str(error) and "stride=(1, 1)" in str(error):
-        return "F.fold needs stride=P too; with stride 1 the blocks overlap"
     shape = re.search(r"shape '\[([-\d, ]+)\]' is invalid", str(error))
     if not shape:
         return None
@@ -104,39 +139,93 @@ def _grid_crash(error: Exception, B: int, C: int, H: int, W: int, P: int) -> str
     return None
 
 
-def check_patchify(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
-    """Check a learner's patchify(images, patch_size) -> (B, N, C*P*P) on random images."""
-    generator = torch.Generator().manual_seed(0)
+_DILATION = (
+    "F.unfold's third argument is the dilation, not the stride (F.unfold(input, kernel_size, dilation, "
+    "padding, stride)): pass stride=... by name"
+)
+_UNFOLD_DIMS = (
+    "Tensor.unfold's first argument counts the batch axis too: in (B, C, H, W) images, H is dim 2 "
+    "and W is dim 3 (section 3 had one image, (C, H, W))"
+)
+
+
+def _unfold_crash(error: Exception) -> str | None:
+    """Names a crash of F.unfold given the stride where the dilation goes, or of Tensor.unfold on the
+    channel axis; None when the error is something else."""
+    text = str(error)
+    if re.search(r"dilation=\((?!1, 1\))", text):
+        return _DILATION
+    if "maximum size for tensor at dimension" in text:
+        return _UNFOLD_DIMS
+    return None
+
+
+def _pair_crash(error: Exception, P_h: int, P_w: int) -> str | None:
+    """Names the crash of a patchify that treats the pair (P_h, P_w) as one number, or whose reshape
+    does not fit the pair; None when the error is something else."""
+    if _unfold_crash(error):
+        return _unfold_crash(error)
+    if isinstance(error, TypeError) and "tuple" in str(error):
+        return "patch_size is a pair: unpack it first, P_h, P_w = patch_size"
+    if re.search(r"shape '\[([-\d, ]+)\]' is invalid", str(error)):
+        return f"H splits into (H // P_h, P_h) and W into (W // P_w, P_w), with (P_h, P_w) = {(P_h, P_w)}"
+    return None
+
+
+def _check_patchify_cases(fn: Callable, cases: list, name: str, seed: int) -> list[str]:
+    """Run fn(images, size) on each case of `cases` and compare it with the reference; the verdicts."""
+    generator = torch.Generator().manual_seed(seed)
     verdicts = []
-    for B, C, H, W, P in PATCHIFY_CASES:
+    for B, C, H, W, size in cases:
+        P_h, P_w, ph, pw = _sizes(size)
+        rows, cols = H // P_h, W // P_w
         images = torch.rand(B, C, H, W, generator=generator)
-        expected = patchify(images, P)  # (B, N, C*P*P)
-        where = f"for images of shape {(B, C, H, W)} and patch size {P}"
-        got = call_learner(fn, images.clone(), P, where=where, explain=lambda e: _grid_crash(e, B, C, H, W, P))
+        expected = F.unfold(images, (P_h, P_w), stride=(P_h, P_w)).transpose(1, 2)  # (B, N, C*P_h*P_w)
+        where = f"for images of shape {(B, C, H, W)} and patch size {size}"
+        if isinstance(size, tuple):
+            explain = lambda e: _pair_crash(e, P_h, P_w)  # noqa: E731
+        else:
+            explain = lambda e: _grid_crash(e, B, C, H, W, P_h)  # noqa: E731
+        got = call_learner(fn, images.clone(), size, where=where, explain=explain)
         N, CPP = expected.shape[1:]
         shape_hints = {
-            (B, CPP, N): "the two last axes are swapped, tokens must be the rows (transpose them; F.unfold "
-            "gives (B, C*P*P, N))",
-            (B, H // P, W // P, CPP): "you kept the patch grid; flatten rows and columns into one token axis N",
-            (B, N, C, P, P): "each patch is still (C, P, P); flatten it into C*P*P numbers",
-            (B * N, CPP): "the batch and token axes are merged; keep one row of patches per image, (B, N, C*P*P)",
+            (B, CPP, N): f"the two last axes are swapped, tokens must be the rows (transpose them; F.unfold "
+            f"gives (B, C*{ph}*{pw}, N))",
+            (B, rows, cols, CPP): "you kept the patch grid; flatten rows and columns into one token axis N",
+            (B, N, C, P_h, P_w): f"each patch is still (C, {ph}, {pw}); flatten it into C*{ph}*{pw} numbers",
+            (
+                B * N,
+                CPP,
+            ): f"the batch and token axes are merged; keep one row of patches per image, (B, N, C*{ph}*{pw})",
             (B, N + 1, CPP): "one row too many: patchify returns the N patches alone; the class token joins the "
             "tokens later, after the projection (lesson 2)",
-            (B, N, P * P): f"each patch keeps all C = {C} channels, C*P*P numbers: do not average or drop them",
+            (
+                B,
+                N,
+                P_h * P_w,
+            ): f"each patch keeps all C = {C} channels, C*{ph}*{pw} numbers: do not average or drop them",
         }
-        overlapping = (H - P + 1) * (W - P + 1)  # F.unfold without stride=P: a patch at every pixel
+        overlapping = (H - P_h + 1) * (W - P_w + 1)  # F.unfold without stride: a patch at every pixel
         if overlapping != N:
-            slides = "F.unfold without stride=P slides one pixel at a time, so the patches overlap; pass stride=P"
+            stride = "P" if ph == "P" else "(P_h, P_w)"
+            slides = f"F.unfold without stride={stride} slides one pixel at a time, so the patches overlap; pass it"
             shape_hints |= {(B, overlapping, CPP): slides, (B, CPP, overlapping): slides}
+        if P_h != P_w:
+            for side in (P_h, P_w):
+                if H % side == 0 and W % side == 0:
+                    shape_hints[(B, (H // side) * (W // side), C * side * side)] = _square_patches(side, P_h, P_w)
+            if H % P_w == 0 and W % P_h == 0 and (H // P_w) * (W // P_h) != N:
+                shape_hints[(B, (H // P_w) * (W // P_h), CPP)] = _PATCH_TURNED
 
         def axis_order(got: torch.Tensor) -> str | None:
             """Names any other order of the image's axes, or other numbers than the image's."""
-            order = _name_axis_order(got, images.reshape(B, C, H // P, P, W // P, P), IMAGE_AXES, PATCH_AXES)
+            grid = images.reshape(B, C, rows, P_h, cols, P_w)
+            order = _name_axis_order(got, grid, IMAGE_AXES, PATCH_AXES)
             if order is None:
-                return other_numbers(got, images, "patchify", where)
+                return other_numbers(got, images, name, where)
             return (
-                f"the numbers are the image's, but in the axis order ({', '.join(order)}); patchify needs "
-                f"(rows, cols, C, P_row, P_col): reshape to (B, C, rows, P, cols, P), then "
+                f"the numbers are the image's, but in the axis order ({', '.join(order)}); {name} needs "
+                f"(rows, cols, C, P_row, P_col): reshape to (B, C, rows, {ph}, cols, {pw}), then "
                 f"permute(0, 2, 4, 1, 3, 5) ({where})"
             )
 
@@ -146,170 +235,120 @@ def check_patchify(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
                 expected,
                 where,
                 shape_hints=shape_hints,
-                layout="(B, N, C*P*P)",
-                mistakes=_patch_variants(images, P),
+                layout=f"(B, N, C*{ph}*{pw})",
+                mistakes=_patch_variants(images, size),
                 diagnose=axis_order,
             )
         )
+    return verdicts
+
+
+def check_patchify(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
+    """Check a learner's patchify(images, patch_size) -> (B, N, C*P*P) on random images."""
+    verdicts = _check_patchify_cases(fn, PATCHIFY_CASES, "patchify", seed=0)
     print(f"✓ patchify matches the reference on {len(verdicts)} image batches: {summarize(verdicts)}")
 
 
-def _unpatch_variants(patches: torch.Tensor, images: torch.Tensor, P: int) -> dict[str, torch.Tensor]:
-    """Wrong-but-plausible unpatchify results, each keyed by the sentence that explains it."""
-    B, C, H, W = images.shape
-    rows, cols = H // P, W // P
-    grid = patches.reshape(B, rows, cols, C, P, P)  # (B, rows, cols, C, P, P), the right reading
-    image = lambda grid: grid.reshape(B, C, H, W)  # noqa: E731
-    variants = {
-        "you reshaped the patches straight to the image, without permuting the grid axes back: undo "
-        "patchify's steps in reverse order (reshape to the grid, permute back, reshape to the image)": image(patches),
-        "each patch holds its numbers in (C, P, P) order (channels first); you read them as (P, P, C): "
-        "reshape to (B, rows, cols, C, P, P)": image(patches.reshape(B, rows, cols, P, P, C).permute(0, 5, 1, 3, 2, 4)),
-        "the patches are placed in column-major order (the patch of grid row r, column c lands at row c, "
-        "column r); the inverse of patchify's permute is permute(0, 3, 1, 4, 2, 5)": image(
-            grid.permute(0, 3, 2, 4, 1, 5)
-        ),
-        "the pixels inside each patch come out transposed (columns before rows); the inverse of "
-        "patchify's permute is permute(0, 3, 1, 4, 2, 5)": image(grid.permute(0, 3, 1, 5, 2, 4)),
-        "the grid axes and the pixel axes are not interleaved: the image is (B, C, rows, P, cols, P) before "
-        "the last reshape, permute(0, 3, 1, 4, 2, 5), not (B, C, rows, cols, P, P)": image(
-            grid.permute(0, 3, 1, 2, 4, 5)
-        ),
-        "you applied patchify's permute(0, 2, 4, 1, 3, 5) again; its inverse is permute(0, 3, 1, 4, 2, 5)": image(
-            grid.permute(0, 2, 4, 1, 3, 5)
-        ),
-    }
-    if H == W:
-        variants[
-            "the images come out transposed (rows and columns swapped); the inverse of patchify's permute "
-            "is permute(0, 3, 1, 4, 2, 5)"
-        ] = images.transpose(2, 3)
-    else:
-        swapped = patches.reshape(B, cols, rows, C, P, P).permute(0, 3, 1, 4, 2, 5)
-        variants[
-            "rows and columns are swapped: the grid has H // P rows and W // P columns, so reshape the "
-            "patches to (B, H // P, W // P, C, P, P) (image_size is (H, W), in that order)"
-        ] = image(swapped)
-    return variants
+def check_patchify_rect(fn: Callable[[torch.Tensor, tuple[int, int]], torch.Tensor]) -> None:
+    """Check a learner's patchify_rect(images, (P_h, P_w)) -> (B, N, C*P_h*P_w) on random images:
+    P_h x P_w patches, row-major, each flattened in (C, P_h, P_w) order."""
+    verdicts = _check_patchify_cases(fn, RECT_CASES, "patchify_rect", seed=3)
+    print(
+        f"✓ patchify_rect matches the reference on {len(verdicts)} image batches (tall, wide and square "
+        f"patches): {summarize(verdicts)}"
+    )
 
 
-def check_unpatchify(fn: Callable[[torch.Tensor, int, tuple[int, int]], torch.Tensor]) -> None:
-    """Check a learner's unpatchify(patches, patch_size, (H, W)) -> (B, C, H, W)."""
-    generator = torch.Generator().manual_seed(1)
+# ---- overlapping patches: a window of P x P pixels, stepping by stride < P ----------------------
+
+OVERLAP_CASES = [  # (B, C, H, W, P, stride)
+    (2, 3, 16, 24, 8, 4),  # 3 x 5 windows
+    (1, 3, 12, 12, 4, 2),  # 5 x 5
+    (1, 1, 10, 14, 4, 3),  # 3 x 4: the last column of pixels is in no window
+    (2, 3, 8, 8, 4, 4),  # stride = P: the patches of section 2
+    (1, 3, 224, 224, 16, 8),  # the lesson's image size: 27 x 27
+]
+
+
+def check_overlapping_patches(fn: Callable[[torch.Tensor, int, int], torch.Tensor]) -> None:
+    """Check a learner's overlapping_patches(images, patch_size, stride) -> (B, N, C*P*P): every
+    P x P window that lies wholly inside the image, the windows `stride` pixels apart, row-major,
+    each flattened in (C, P, P) order."""
+    generator = torch.Generator().manual_seed(4)
     verdicts = []
-    for B, C, H, W, P in PATCHIFY_CASES:
+    for B, C, H, W, P, S in OVERLAP_CASES:
         images = torch.rand(B, C, H, W, generator=generator)
-        patches = patchify(images, P)
-        where = f"for images of shape {(B, C, H, W)} and patch size {P}"
-        got = call_learner(fn, patches.clone(), P, (H, W), where=where, explain=lambda e: _grid_crash(e, B, C, H, W, P))
-        rows, cols = H // P, W // P
+        windows = images.unfold(2, P, S).unfold(3, P, S)  # (B, C, rows, cols, P, P)
+        _, _, rows, cols, _, _ = windows.shape
+        N, CPP = rows * cols, C * P * P
+        expected = windows.permute(0, 2, 3, 1, 4, 5).reshape(B, N, CPP)  # (B, N, C*P*P)
+        where = f"for images of shape {(B, C, H, W)}, P = {P} and stride {S}"
+        got = call_learner(fn, images.clone(), P, S, where=where, explain=_unfold_crash)
+        shape_hints = {
+            (B, CPP, N): "the two last axes are swapped, the windows must be the rows (F.unfold gives "
+            "(B, C*P*P, N): transpose(1, 2))",
+            (B, rows, cols, CPP): "you kept the grid of windows; flatten rows and columns into one axis N",
+            (B, N, C, P, P): "each window is still (C, P, P); flatten it into C*P*P numbers",
+            (B * N, CPP): "the batch and window axes are merged; keep one row of windows per image, (B, N, C*P*P)",
+            (B, (H // S) * (W // S), CPP): "only windows that lie wholly inside the image count: along H there "
+            "are (H - P) // stride + 1 of them, not H // stride",
+            (B, ((H - P) // S) * ((W - P) // S), CPP): "one window too few along each side: the first window "
+            "starts at pixel 0, so there are (H - P) // stride + 1 along H",
+            (B, (H - P + 1) * (W - P + 1), CPP): "the window slid one pixel at a time: step by stride "
+            "(F.unfold's stride is 1 unless you pass it)",
+            (B, ((H - S) // P + 1) * ((W - S) // P + 1), C * S * S): "size and step are swapped: "
+            "Tensor.unfold(dim, size, step) takes the window size P first, then the stride",
+        }
+        if S != P:
+            shape_hints[(B, (H // P) * (W // P), CPP)] = (
+                "those are the non-overlapping patches: the window must step by stride, not by P "
+                "(Tensor.unfold(dim, P, stride))"
+            )
+        mistakes = {
+            "the channel axis is still in front of the grid axes, (B, C, rows, cols, P, P) as Tensor.unfold "
+            "gives it: permute to (B, rows, cols, C, P, P) before the last reshape": windows.reshape(B, N, -1),
+            "F.unfold gives (B, C*P*P, N) and a reshape to (B, N, C*P*P) does not swap those axes: "
+            "use .transpose(1, 2)": F.unfold(images, P, stride=S).reshape(B, N, -1),
+            "the windows are in column-major order (top to bottom first); they must go left to right, then "
+            "top to bottom, like reading text": windows.permute(0, 3, 2, 1, 4, 5).reshape(B, N, -1),
+            "each window must be flattened in (C, P, P) order (channels first); yours puts the channels "
+            "last, (P, P, C)": windows.permute(0, 2, 3, 4, 5, 1).reshape(B, N, -1),
+            "the pixels inside each window are transposed (columns before rows); keep (row, column) order "
+            "inside a window": windows.permute(0, 2, 3, 1, 5, 4).reshape(B, N, -1),
+        }
 
         def axis_order(got: torch.Tensor) -> str | None:
-            """Names any other order of the patch grid's axes, or other numbers than the patches'."""
-            order = _name_axis_order(got, patches.reshape(B, rows, cols, C, P, P), PATCH_AXES, IMAGE_AXES)
-            if order is None:
-                return other_numbers(got, patches, "unpatchify", where)
+            """Names any other order of the windows' axes, or numbers that are not the windows'."""
+            order = _name_axis_order(got, windows, WINDOW_AXES, PATCH_AXES)
+            if order is not None:
+                return (
+                    f"the numbers are the windows', but in the axis order ({', '.join(order)}); the patches "
+                    "need (rows, cols, C, P_row, P_col): permute Tensor.unfold's (B, C, rows, cols, P, P) "
+                    f"to (B, rows, cols, C, P, P) before the last reshape ({where})"
+                )
+            values = got.detach().flatten().double().sort().values
+            if torch.equal(values, expected.flatten().double().sort().values):
+                return None
             return (
-                f"the numbers are the patches', but in the axis order ({', '.join(order)}); the image needs "
-                f"(C, rows, P_row, cols, P_col): reshape to (B, rows, cols, C, P, P), then "
-                f"permute(0, 3, 1, 4, 2, 5) ({where})"
+                f"your patches hold other numbers than the image's windows {where}: cutting only copies "
+                "pixels into place, with no arithmetic on them"
             )
 
         verdicts.append(
             compare(
                 got,
-                images,
+                expected,
                 where,
-                shape_hints={
-                    (B, H, W, C): "channels ended up last; the images must be (B, C, H, W)",
-                    (B, C, rows, P, cols, P): "reshape the grid (B, C, rows, P, cols, P) to the image (B, C, H, W)",
-                    (B, rows, cols, C, P, P): "permute the grid to (B, C, rows, P, cols, P), then reshape to the image",
-                },
-                mistakes=_unpatch_variants(patches, images, P),
+                shape_hints=shape_hints,
+                layout="(B, N, C*P*P)",
+                mistakes=mistakes,
                 diagnose=axis_order,
-                advice=": undo patchify's steps in reverse order "
-                "(reshape to the grid, permute back, reshape to the image)",
             )
         )
-    print(f"✓ unpatchify inverts patchify on {len(verdicts)} image batches: {summarize(verdicts)}")
-
-
-def _counts(got, where: str) -> tuple[int, int]:
-    """(num_tokens, num_pairs) from the learner's pair-like result: a tuple, a list, a tensor or a NumPy
-    array of two whole numbers; CheckFailed naming what came otherwise."""
-    raise_if_meta(got, "your pair", where, "return the numbers themselves (len(...) and int(...) give Python ints)")
-    array = isinstance(got, torch.Tensor) or type(got).__module__ == "numpy"
-    if array and tuple(getattr(got, "shape", ())) == (2,):
-        got = got.tolist()
-    if not (isinstance(got, tuple | list) and len(got) == 2):
-        raise CheckFailed(f"expected a pair (num_tokens, num_pairs), got {describe(got)} {where}")
-    return whole_number(got[0], "num_tokens", where), whole_number(got[1], "num_pairs", where)
-
-
-def _token_mistake(tokens: int, image_size: int, patch_size: int, where: str) -> str | None:
-    """The sentence for a wrong number of tokens, or None when it is right."""
-    side = image_size // patch_size
-    T = side**2 + 1
-    if tokens == T:
-        return None
-    if tokens == side**2:
-        return f"{tokens} tokens {where}: you forgot the class token (T = N + 1)"
-    if tokens in (side, side + 1):
-        return (
-            f"{tokens} tokens {where}: that is patches along one side; the grid is square, "
-            "so N = (image_size // patch_size) ** 2"
-        )
-    if tokens in (2 * side, 2 * side + 1):
-        return f"{tokens} tokens {where}: N = (image_size // patch_size) ** 2, the side squared, not times 2"
-    if tokens in (image_size // patch_size**2, image_size // patch_size**2 + 1):
-        return (
-            f"{tokens} tokens {where}: ** binds tighter than //, so image_size // patch_size ** 2 divides by "
-            "patch_size squared; write (image_size // patch_size) ** 2"
-        )
-    if tokens in (image_size**2, image_size**2 + 1):
-        return f"{tokens} tokens {where}: that counts pixels; a token is a patch, N = (image_size // patch_size) ** 2"
-    if tokens == T + 1:
-        return f"{tokens} tokens {where}: T = N + 1, the N patches and exactly one class token"
-    return f"expected {T} tokens {where}, got {tokens}"
-
-
-def _pair_mistake(pairs: int, T: int, where: str) -> str | None:
-    """The sentence for a wrong number of query-key pairs among T tokens, or None when it is right."""
-    if pairs == T * T:
-        return None
-    if pairs in (2 * T, T * (T - 1) // 2):
-        return f"{pairs} pairs {where}: every token scores every token, itself included, in both directions: T * T"
-    if pairs == T * (T - 1):
-        return f"{pairs} pairs {where}: a token scores itself too, so the pairs are T * T, not T * (T - 1)"
-    if pairs == (T - 1) ** 2:
-        return f"{pairs} pairs {where}: the class token attends and is attended to as well: T * T with T = N + 1"
-    if pairs == T:
-        return f"{pairs} pairs {where}: every token scores every token, not one each: T * T"
-    if pairs == T**4:
-        return f"{pairs} pairs {where}: that is T ** 4, the pairs squared once more; the pairs are T * T"
-    if pairs > T * T and pairs % (T * T) == 0:
-        return (
-            f"{pairs} pairs {where}: that is {pairs // (T * T)} times T * T; one attention map (one head of one "
-            "layer) scores T * T pairs"
-        )
-    return f"expected {T * T} query-key pairs {where}, got {pairs}"
-
-
-def check_attention_cost(fn: Callable[[int, int], tuple[int, int]]) -> None:
-    """Check a learner's attention_cost(image_size, patch_size) -> (num_tokens, num_pairs),
-    for a square image with one class token added to the patch tokens."""
-    cases = [(224, 16), (224, 32), (32, 4), (96, 8)]
-    for image_size, patch_size in cases:
-        where = f"for a {image_size} px image and {patch_size} px patches"
-        got = call_learner(fn, image_size, patch_size, returns=object, where=where)
-        tokens, pairs = _counts(got, where)
-        T = (image_size // patch_size) ** 2 + 1
-        if (tokens, pairs) == (T * T, T):
-            raise CheckFailed(f"got ({tokens}, {pairs}) {where}: the two are swapped; return (num_tokens, num_pairs)")
-        mistake = _token_mistake(tokens, image_size, patch_size, where) or _pair_mistake(pairs, T, where)
-        if mistake:
-            raise CheckFailed(mistake)
-    print(f"✓ attention_cost is right on {len(cases)} image and patch sizes")
+    print(
+        f"✓ overlapping_patches matches the reference on {len(verdicts)} image batches: {summarize(verdicts)}; "
+        f"a 224 px image with P = 16 and stride 8 gives {rows} x {cols} = {N} patches (196 without overlap)"
+    )
 
 
 # ---- a JAX/Flax patch-embedding kernel -> a PyTorch Conv2d weight ------------------------------

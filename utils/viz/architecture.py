@@ -1,13 +1,14 @@
 """Lesson 1's map of the whole Vision Transformer, drawn by the course: image -> patches -> linear
 projection (+ class token, + position embeddings) -> L encoder blocks -> LayerNorm -> head, with
-the shape of every tensor for a given ViTConfig, and one encoder block opened up beside it."""
+the shape of every tensor for a given ViTConfig, and one encoder block opened up beside it; each
+step labelled with the paper's equation or with the lesson that builds it."""
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
 from utils.encoder import mlp_hidden_dim
 from utils.patches import to_2tuple
-from utils.validation import WrongTypeError, check_whole, describe
+from utils.validation import WrongTypeError, check_flag, check_whole, describe
 from utils.vit import ViTConfig
 from utils.viz.core import DPI
 
@@ -84,7 +85,9 @@ def _shape_text(ax: plt.Axes, x: float, y: float, shape: tuple[int, ...], letter
     ax.text(x, y - 0.3, letters, ha="left", va="center", fontsize=8, color="#777777", family="monospace")
 
 
-def show_architecture(config: ViTConfig, batch_size: int = 1, size: float = 10.0) -> plt.Figure:
+def show_architecture(
+    config: ViTConfig, batch_size: int = 1, size: float = 10.0, by_lesson: bool = False
+) -> plt.Figure:
     """Draw the ViT of `config` as the data flows through it, each step with the shape it outputs,
     and one pre-norm encoder block opened up (LN, multi-head self-attention, +, LN, MLP, +).
 
@@ -92,19 +95,29 @@ def show_architecture(config: ViTConfig, batch_size: int = 1, size: float = 10.0
         config: the model's ViTConfig (ViTConfig.vit_b16(), ViTConfig.tiny(), ...).
         batch_size: B, the number of images the shapes are drawn for.
         size: the figure's width in inches.
+        by_lesson: label each step with the lesson that builds it (a roadmap), not with the
+            ViT paper's equation that writes it.
     Returns:
         the matplotlib Figure.
     """
+    by_lesson = check_flag(by_lesson, "by_lesson")
     shapes = vit_shapes(config, batch_size)
     P, D, L, heads = config.patch_size, config.embed_dim, config.depth, config.num_heads
     hidden = shapes["MLP hidden"][-1]
     with_cls, positions = config.pool == "cls", config.pos_embed
     token_letters = "(B, T = N + 1, D)" if with_cls else "(B, T = N, D)"
 
-    steps = [  # (text in the box, colour, shape after it, its letters, equation)
-        ("image", "data", shapes["image"], "(B, C, H, W)", ""),
-        (f"cut into {P} x {P} patches\n(patchify)", "data", shapes["patches"], "(B, N, C*P*P)", ""),
-        ("linear projection E\n(PatchEmbedding: Conv2d, stride P)", "embed", shapes["patch tokens"], "(B, N, D)", "1"),
+    steps = [  # (text in the box, colour, shape after it, its letters, equation, lesson)
+        ("image", "data", shapes["image"], "(B, C, H, W)", "", ""),
+        (f"cut into {P} x {P} patches\n(patchify)", "data", shapes["patches"], "(B, N, C*P*P)", "", "1"),
+        (
+            "linear projection E\n(PatchEmbedding: Conv2d, stride P)",
+            "embed",
+            shapes["patch tokens"],
+            "(B, N, D)",
+            "1",
+            "1",
+        ),
     ]
     if with_cls:
         steps.append(
@@ -114,13 +127,21 @@ def show_architecture(config: ViTConfig, batch_size: int = 1, size: float = 10.0
                 shapes["tokens"],
                 token_letters,
                 "1",
+                "2",
             )
         )
     if positions != "none":
         kind = "learned" if positions == "learned" else "fixed 2-D sin-cos"
         table = f"{kind}, {shapes['position table']}"
         steps.append(
-            (f"+ position embeddings $E_{{pos}}$\n(pos_embed: {table})", "embed", shapes["tokens"], token_letters, "1")
+            (
+                f"+ position embeddings $E_{{pos}}$\n(pos_embed: {table})",
+                "embed",
+                shapes["tokens"],
+                token_letters,
+                "1",
+                "2",
+            )
         )
     steps += [
         (
@@ -129,14 +150,16 @@ def show_architecture(config: ViTConfig, batch_size: int = 1, size: float = 10.0
             shapes["encoder output"],
             "(B, T, D)",
             "2-3",
+            "5",
         ),
-        ("final LayerNorm\n(norm)", "output", shapes["encoder output"], "(B, T, D)", "4"),
+        ("final LayerNorm\n(norm)", "output", shapes["encoder output"], "(B, T, D)", "4", "5"),
         (
             "take the class token $z_L^0$" if with_cls else "mean over the N patch tokens",
             "output",
             shapes["pooled"],
             "(B, D)",
             "4" if with_cls else "",
+            "5",
         ),
         (
             f"classifier head\n(head: Linear(D, {config.num_classes}))"
@@ -146,6 +169,7 @@ def show_architecture(config: ViTConfig, batch_size: int = 1, size: float = 10.0
             shapes["logits"],
             "(B, classes)" if config.num_classes else "(B, D)",
             "",
+            "5",
         ),
     ]
 
@@ -157,12 +181,13 @@ def show_architecture(config: ViTConfig, batch_size: int = 1, size: float = 10.0
     x, width, gap = 3.2, 4.2, 1.0  # the main column: centre, box width, distance between box centres
     ys = [rows - 0.4 - i * gap for i in range(rows)]
     encoder_y = None
-    for (text, colour, shape, letters, equation), y in zip(steps, ys, strict=True):
+    for (text, colour, shape, letters, equation, lesson), y in zip(steps, ys, strict=True):
         _box(ax, x, y, width, text, COLOURS[colour])
         if shape is not None:
             _shape_text(ax, x + width / 2 + 0.15, y + 0.12, shape, letters)
-        if equation:
-            ax.text(x - width / 2 - 0.12, y, f"eq. {equation}", ha="right", va="center", fontsize=8, color="#1f4e79")
+        label = (f"lesson {lesson}" if lesson else "") if by_lesson else (f"eq. {equation}" if equation else "")
+        if label:
+            ax.text(x - width / 2 - 0.12, y, label, ha="right", va="center", fontsize=8, color="#1f4e79")
         if y != ys[-1]:
             _arrow(ax, (x, y - 0.31), (x, y - gap + 0.31))
         if colour == "encoder":
@@ -170,13 +195,17 @@ def show_architecture(config: ViTConfig, batch_size: int = 1, size: float = 10.0
 
     # one encoder block, opened up: z' = z + MSA(LN(z)) (eq. 2), then z + MLP(LN(z')) (eq. 3)
     bx, bwidth, top = 12.0, 3.4, rows - 0.1
-    inner = [
-        ("LayerNorm (norm1)", None),
-        (f"multi-head self-attention (attn)\n{heads} heads of {D // heads}", ("weights", shapes["attention weights"])),
-        ("+", None),
-        ("LayerNorm (norm2)", None),
-        (f"MLP (mlp): {D} -> {hidden} -> {D}\n(Linear, GELU, Linear)", ("hidden", shapes["MLP hidden"])),
-        ("+", None),
+    inner = [  # (text in the box, the shape it makes, the lesson that builds it)
+        ("LayerNorm (norm1)", None, "lesson 5"),
+        (
+            f"multi-head self-attention (attn)\n{heads} heads of {D // heads}",
+            ("weights", shapes["attention weights"]),
+            "lessons 3-4",
+        ),
+        ("+", None, "lesson 5"),
+        ("LayerNorm (norm2)", None, "lesson 5"),
+        (f"MLP (mlp): {D} -> {hidden} -> {D}\n(Linear, GELU, Linear)", ("hidden", shapes["MLP hidden"]), "lesson 5"),
+        ("+", None, "lesson 5"),
     ]
     step = 1.0
     inner_ys = [top - 1.25 - i * step for i in range(len(inner))]
@@ -193,12 +222,13 @@ def show_architecture(config: ViTConfig, batch_size: int = 1, size: float = 10.0
             linestyle="--",
         )
     )
-    ax.text(bx, top - 0.3, "one encoder block (pre-norm)", ha="center", va="center", fontsize=10, weight="bold")
+    title = "one encoder block" if by_lesson else "one encoder block (pre-norm)"
+    ax.text(bx, top - 0.3, title, ha="center", va="center", fontsize=10, weight="bold")
     ax.text(bx, inner_ys[0] + 0.72, f"in: {shapes['tokens']}", ha="center", va="center", fontsize=8)
     _arrow(ax, (bx, inner_ys[0] + 0.58), (bx, inner_ys[0] + 0.3))
     residual_x = bx + bwidth / 2 + 0.4
     branch_from = inner_ys[0] + 0.48
-    for i, ((text, shape), y) in enumerate(zip(inner, inner_ys, strict=True)):
+    for i, ((text, shape, lesson), y) in enumerate(zip(inner, inner_ys, strict=True)):
         if text == "+":
             ax.add_patch(plt.Circle((bx, y), 0.2, facecolor="white", edgecolor="#555555"))
             ax.text(bx, y, "+", ha="center", va="center", fontsize=11)
@@ -206,11 +236,15 @@ def show_architecture(config: ViTConfig, batch_size: int = 1, size: float = 10.0
             ax.plot([bx, residual_x, residual_x], [branch_from, branch_from, y], color="#c27c0e", linewidth=1.2)
             _arrow(ax, (residual_x, y), (bx + 0.2, y), color="#c27c0e")
             label = "eq. 2: z' = z + MSA(LN(z))" if i == 2 else "eq. 3: z + MLP(LN(z'))"
-            ax.text(bx - 0.3, y - 0.35, label, ha="right", va="center", fontsize=8, color="#1f4e79")
+            ax.text(
+                bx - 0.3, y - 0.35, lesson if by_lesson else label, ha="right", va="center", fontsize=8, color="#1f4e79"
+            )
             branch_from = y - 0.35
             edge = 0.2
         else:
             _box(ax, bx, y, bwidth, text, COLOURS["encoder"], height=0.6)
+            if by_lesson:
+                ax.text(bx - bwidth / 2 - 0.1, y, lesson, ha="right", va="center", fontsize=8, color="#1f4e79")
             if shape is not None:
                 ax.text(bx - 0.12, y - 0.46, f"{shape[0]} {shape[1]}", ha="right", va="center", fontsize=8)
             edge = 0.3
