@@ -180,6 +180,9 @@ def test_a_process_that_dies_stops_the_others_instead_of_hanging_them(tmp_path):
         (["--model", "vit_l"], "neither a preset"),
         (["--patch-size", "3"], "does not fit the data.*not divisible by patch_size 3"),
         (["--batch-size", "4096"], "larger than the 1078 training images"),
+        (["--lr-multiplier", "pos_embed"], "takes NAME=FACTOR"),
+        (["--lr-multiplier", "pos_embed=-1"], "a factor of 0 or more"),
+        (["--lr-multiplier", "pos_embd=0.1"], "--lr-multiplier: .*pos_embd"),
     ],
 )
 def test_a_bad_argument_is_named_before_any_training(tmp_path, capsys, arguments, problem):
@@ -220,6 +223,15 @@ def test_a_save_cut_short_leaves_the_previous_state_and_other_settings_are_refus
     for step in (4, 6):
         save_training_state(tmp_path, model, optimizer, step, {"lr": 0.001})
     assert sorted(path.name for path in tmp_path.glob("step-*")) == ["step-0000004", "step-0000006"]  # two kept
+
+
+def test_a_learning_rate_multiplier_reaches_its_parameters_and_the_settings(tmp_path):
+    assert main([*RUN, "--steps", "1", "--lr-multiplier", "pos_embed=0.1", "--out", str(tmp_path / "run")]) == 0
+    settings = json.loads((tmp_path / "run" / "result.json").read_text())["settings"]
+    assert settings["lr_multipliers"] == {"pos_embed": 0.1}
+    state = torch.load(tmp_path / "run" / "step-0000001" / "optimizer.pt", weights_only=True)
+    groups = {tuple(group["param_names"]): group["lr_multiplier"] for group in state["param_groups"]}
+    assert groups[("pos_embed",)] == 0.1 and sorted(set(groups.values())) == [0.1, 1.0]
 
 
 def test_vit_train_is_the_installed_command():

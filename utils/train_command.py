@@ -5,11 +5,12 @@
         --steps 600 --out runs/digits-ddp
 
 Lesson 6's recipe, for any `ViTConfig` preset or JSON file and any of the course's data sets: AdamW
-on `parameter_groups`, a linear warm-up and a cosine decay over the run's steps, label smoothing,
-random shifts, gradient clipping, and a fixed global batch however many processes share it
-(`--accumulate` splits each process's share into micro-batches). Under torchrun each process
-trains on its share of every global batch (`utils.distributed`) and DistributedDataParallel
-averages the gradients: gloo on a CPU, NCCL on GPUs. Rank 0 alone shows a progress bar and writes
+on `parameter_groups` (with `--lr-multiplier pos_embed=0.1` and the like), a linear warm-up and a
+cosine decay over the run's steps, label smoothing, random shifts, gradient clipping, and a fixed
+global batch however many processes share it (`--accumulate` splits each process's share into
+micro-batches). Under torchrun each process trains on its share of every global batch
+(`utils.distributed`) and DistributedDataParallel averages the gradients: gloo on a CPU, NCCL on
+GPUs. Rank 0 alone shows a progress bar and writes
 files; validation metrics are summed over the processes. Budgets are in steps (or epochs), so a run
 gives the same numbers on a fast machine and a slow one of the same kind.
 
@@ -76,6 +77,13 @@ def parser() -> argparse.ArgumentParser:
     how.add_argument("--accumulate", type=int, default=1, help="micro-batches per process per step")
     how.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
     how.add_argument("--weight-decay", type=float, default=0.05, help="AdamW's, on the weight matrices")
+    how.add_argument(
+        "--lr-multiplier",
+        action="append",
+        default=[],
+        metavar="NAME=FACTOR",
+        help="a parameter (or the start of names) at FACTOR x the learning rate, e.g. pos_embed=0.1; repeatable",
+    )
     how.add_argument("--warmup", type=float, default=0.1, help="fraction of the steps spent warming up")
     how.add_argument("--label-smoothing", type=float, default=0.0)
     how.add_argument("--max-shift", type=int, default=0, help="random shift of each image, in pixels")
@@ -124,6 +132,18 @@ def check_arguments(args: argparse.Namespace, process: Process) -> None:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive number, got {value}")
     if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
         raise UsageError(f"--weight-decay must be 0 or more, got {args.weight_decay}")
+    multipliers = {}
+    for item in args.lr_multiplier:
+        name, _, factor = item.partition("=")
+        try:
+            multipliers[name] = float(factor)
+        except ValueError:
+            raise UsageError(f"--lr-multiplier takes NAME=FACTOR, e.g. pos_embed=0.1; got {item!r}") from None
+        if not name or not (math.isfinite(multipliers[name]) and multipliers[name] >= 0):
+            raise UsageError(
+                f"--lr-multiplier takes a name and a factor of 0 or more, e.g. pos_embed=0.1; got {item!r}"
+            )
+    args.lr_multipliers = multipliers
     if args.max_shift < 0:
         raise UsageError(f"--max-shift must be 0 or more pixels, got {args.max_shift}")
     shares = process.world_size * args.accumulate
@@ -192,6 +212,7 @@ def settings_of(args: argparse.Namespace, config: ViTConfig, total_steps: int, w
         "world_size": world_size,
         "lr": args.lr,
         "weight_decay": args.weight_decay,
+        "lr_multipliers": args.lr_multipliers,
         "warmup": args.warmup,
         "label_smoothing": args.label_smoothing,
         "max_shift": args.max_shift,
@@ -257,7 +278,11 @@ def train(args: argparse.Namespace) -> dict:
 def _train(args, process, device, config, train_set, val_set, test_set, settings, steps_per_epoch) -> dict:
     torch.manual_seed(args.seed)  # the initial weights: the same on every process
     model = VisionTransformer(config).to(device)
-    optimizer = torch.optim.AdamW(parameter_groups(model, args.weight_decay), lr=args.lr)
+    try:
+        groups = parameter_groups(model, args.weight_decay, args.lr_multipliers)
+    except ValueError as error:  # a name that covers no parameter: the library's message names the likely one
+        raise UsageError(f"--lr-multiplier: {error}") from None
+    optimizer = torch.optim.AdamW(groups, lr=args.lr)
     step = load_training_state(args.out, model, optimizer, settings) if args.resume else 0
     net = model
     if process.world_size > 1:
