@@ -201,6 +201,16 @@ def test_a_model_file_that_does_not_fit_the_data_is_named(tmp_path, capsys):
     assert "image_size 32 but the data has 8" in capsys.readouterr().err
 
 
+def test_an_out_that_is_a_file_or_a_damaged_pointer_is_named(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    assert main([*RUN, "--out", str(tmp_path / "file")]) == 2
+    assert "is a file: name a folder" in capsys.readouterr().err
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "latest.json").write_text("{half")
+    assert main([*RUN, "--resume", "--out", str(tmp_path / "run")]) == 2
+    assert "latest.json is damaged" in capsys.readouterr().err
+
+
 def test_a_finished_run_is_not_overwritten(tmp_path, capsys):
     out = tmp_path / "run"
     assert main([*RUN, "--steps", "2", "--out", str(out)]) == 0

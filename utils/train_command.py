@@ -152,9 +152,15 @@ def check_arguments(args: argparse.Namespace, process: Process) -> None:
             f"--batch-size {args.batch_size} does not split over {process.world_size} process(es) x "
             f"{args.accumulate} micro-batch(es): choose a multiple of {shares}"
         )
-    if args.resume and latest_step(args.out) is None:
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file: name a folder for the run")
+    try:
+        saved = latest_step(args.out)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if args.resume and saved is None:
         raise UsageError(f"--resume: nothing saved in {args.out} yet (start without --resume)")
-    if not args.resume and latest_step(args.out) is not None:
+    if not args.resume and saved is not None:
         raise UsageError(f"{args.out} holds a saved run: add --resume to continue it, or choose another --out")
 
 
