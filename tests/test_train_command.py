@@ -244,6 +244,32 @@ def test_a_learning_rate_multiplier_reaches_its_parameters_and_the_settings(tmp_
     assert groups[("pos_embed",)] == 0.1 and sorted(set(groups.values())) == [0.1, 1.0]
 
 
+@pytest.mark.parametrize(
+    "call, problem",
+    [
+        (lambda: global_batches(10, 2, epoch=0, seed=1.5), "seed must be a whole number"),
+        (lambda: rank_share([0, 1], Process()), "batch as a torch.Tensor"),
+        (lambda: rank_share(torch.arange(4), 2), "must be a utils.distributed.Process"),
+        (lambda: save_training_state("unused", None, None, -1, {}), "step must be a whole number, at least 0"),
+    ],
+)
+def test_bad_inputs_to_the_library_are_named(call, problem):
+    with pytest.raises((ValueError, TypeError), match=problem):
+        call()
+
+
+def test_a_pointer_to_a_missing_step_is_named(tmp_path):
+    torch.manual_seed(0)
+    model = VisionTransformer(ViTConfig.tiny(depth=1))
+    optimizer = torch.optim.AdamW(model.parameters())
+    save_training_state(tmp_path, model, optimizer, 2, {})
+    import shutil
+
+    shutil.rmtree(tmp_path / "step-0000002")
+    with pytest.raises(ValueError, match="names step 2, but .* is missing or incomplete"):
+        load_training_state(tmp_path, model, optimizer, {})
+
+
 def test_vit_train_is_the_installed_command():
     import tomllib
 

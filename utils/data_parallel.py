@@ -75,6 +75,8 @@ def run_processes(worker: Callable, world_size: int, *args, timeout_s: float = T
         each process's return value, in rank order (tensors, numbers, strings, and lists, tuples and
         dicts of them).
     """
+    if not callable(worker):
+        raise TypeError(f"worker must be a function, got {type(worker).__name__}")
     world_size = check_whole(world_size, "world_size", maximum=64)
     timeout_s = check_positive(timeout_s, "timeout_s")
     if getattr(worker, "__module__", "__main__") == "__main__" or "<locals>" in getattr(worker, "__qualname__", ""):

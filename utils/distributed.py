@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from utils.validation import check_whole
+from utils.validation import check_tensor, check_whole
 
 DEFAULT_TIMEOUT_S = 120  # a process waiting longer than this for the others fails instead of hanging
 
@@ -106,6 +106,7 @@ def global_batches(num_examples: int, global_batch: int, epoch: int, seed: int) 
     num_examples = check_whole(num_examples, "num_examples")
     global_batch = check_whole(global_batch, "global_batch")
     epoch = check_whole(epoch, "epoch", minimum=0)
+    seed = check_whole(seed, "seed", minimum=0)
     steps = num_examples // global_batch
     if steps == 0:
         raise ValueError(
@@ -119,6 +120,9 @@ def global_batches(num_examples: int, global_batch: int, epoch: int, seed: int) 
 
 def rank_share(batch: torch.Tensor, process: Process) -> torch.Tensor:
     """This process's contiguous, equal piece of one global batch: (G,) -> (G / world_size,)."""
+    check_tensor(batch, "batch", "(G,)")
+    if not isinstance(process, Process):
+        raise TypeError(f"process must be a utils.distributed.Process (this_process() gives one), got {process!r}")
     if batch.ndim != 1:
         raise ValueError(f"batch must be one global batch of indices (G,), got shape {tuple(batch.shape)}")
     if len(batch) % process.world_size:
@@ -129,6 +133,7 @@ def rank_share(batch: torch.Tensor, process: Process) -> torch.Tensor:
 
 def sum_over_processes(values: torch.Tensor) -> torch.Tensor:
     """`values` summed element-wise over every process (itself with one process); float64 on the CPU."""
+    check_tensor(values, "values")
     total = values.detach().to("cpu", torch.float64).clone()
     if dist.is_available() and dist.is_initialized():
         if dist.get_backend() == "nccl":  # NCCL reduces tensors on the GPU only

@@ -23,6 +23,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from utils.files import write_text_atomically
+from utils.validation import check_whole
 
 LATEST = "latest.json"
 KEEP = 2  # the saved steps kept: the newest, and the one before in case the newest is damaged later
@@ -44,6 +45,9 @@ def save_training_state(
     Returns:
         the step's folder.
     """
+    step = check_whole(step, "step", minimum=0)
+    if not isinstance(settings, dict):
+        raise TypeError(f"settings must be a dict of JSON values, got {type(settings).__name__}")
     run = Path(run)
     run.mkdir(parents=True, exist_ok=True)
     final = step_folder(run, step)
@@ -88,6 +92,10 @@ def load_training_state(
     if step is None:
         raise ValueError(f"nothing to resume in {run}: no {LATEST} (start without --resume)")
     folder = step_folder(run, step)
+    if not (folder / "state.json").is_file():
+        raise ValueError(
+            f"{LATEST} names step {step}, but {folder} is missing or incomplete: delete {LATEST} to start again"
+        )
     state = json.loads((folder / "state.json").read_text())
     saved = state["settings"]
     changed = sorted(key for key in set(saved) | set(settings) if saved.get(key) != settings.get(key))
