@@ -20,7 +20,7 @@ WORKERS ?= 2
 INSTALLER ?= $(if $(and $(shell command -v uv),$(if $(shell $(PYTHON) -m pip config list 2>/dev/null),,none)),uv,pip)
 INSTALL = $(if $(filter uv,$(INSTALLER)),uv pip install --python $(BIN)/python,$(BIN)/python -m pip install)
 
-.PHONY: lab doctor learner-edition test test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims exercises measure check-binder bench weights site clean
+.PHONY: lab doctor learner-edition test test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims norm-order exercises measure check-binder bench weights site clean
 
 ## make lab: set up .venv, copy the learner's edition (lessons/) into my-lessons/ (your copies: git ignores
 ## the folder, a copy is never overwritten, and it lists the lessons changed in the course since your
@@ -94,6 +94,11 @@ experiments: $(VENV)/.runtime
 ## hour on 2 cores: 59 minutes here) into utils/results/lesson9.json, which the lesson and tests read
 claims: $(VENV)/.runtime
 	$(BIN)/python tools/run_experiments.py --suite claims
+
+## make norm-order: run lesson 5's pre- vs post-norm arms with seeds 0-4 (12 arms, 60 runs of 300 steps, one
+## CPU thread per run, one run per core, about 10 minutes on 2 cores) into utils/results/lesson5.json
+norm-order: $(VENV)/.runtime
+	$(BIN)/python tools/run_experiments.py --suite norm_order
 
 ## make exercises: copies of the learner's edition in exercises/ (for workshops); it never overwrites a
 ## copy that differs from a fresh one (a learner's answers): it stops and names them. FORCE=1 first moves

@@ -270,7 +270,8 @@ def test_a_percentage_is_refused_where_a_fraction_is_expected(digits):
 
 
 def test_the_shipped_files_carry_the_checksum_of_their_experiments():
-    for path in (ablations.RESULTS_FILE, ablations.RESULTS_FILE.with_name("lesson9.json")):
+    for name in ("lesson6.json", "lesson9.json", "lesson5.json"):
+        path = ablations.RESULTS_FILE.with_name(name)
         stored = json.loads(path.read_text())
         assert stored["experiments_sha256"] == canonical_sha256(stored["experiments"]), path
         assert shipped_results(path) == stored

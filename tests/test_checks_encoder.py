@@ -17,6 +17,7 @@ from utils.checks.encoder import (
     COUNT_MISTAKES,
     check_count_vit_parameters,
     check_layer_scale_block,
+    check_post_norm_block,
     parameter_count,
     reference_parameter_count,
 )
@@ -525,3 +526,86 @@ def test_a_block_that_changes_its_modules_is_not_called_random():
 
     with pytest.raises(CheckFailed, match="^values differ from the reference"):
         check_layer_scale_block(doubles_norm1)
+
+
+# ---- the post-norm block ---------------------------------------------------------------------
+
+
+def post_norm_block(x, norm1, attn, norm2, mlp):
+    x = norm1(x + attn(x))
+    return norm2(x + mlp(x))
+
+
+def post_norm_block_in_steps(x, norm1, attn, norm2, mlp):  # a legitimate variant: named steps
+    attended = attn(x)
+    h = norm1(attended + x)
+    return norm2(mlp(h) + h)
+
+
+POST_NORM_MISTAKES = [
+    ("pre-norm order", lambda x, n1, a, n2, m: (lambda h: h + m(n2(h)))(x + a(n1(x))), r"that is the pre-norm block"),
+    (
+        "norm on the branch",
+        lambda x, n1, a, n2, m: (lambda h: h + n2(m(h)))(x + n1(a(x))),
+        r"normalised the branch's output before the add",
+    ),
+    (
+        "norms before and after",
+        lambda x, n1, a, n2, m: (lambda h: n2(h + m(n2(h))))(n1(x + a(n1(x)))),
+        r"kept the pre-norm LayerNorms",
+    ),
+    ("no final norm2", lambda x, n1, a, n2, m: (lambda h: h + m(h))(n1(x + a(x))), r"norm2 is missing at the end"),
+    ("no norm1", lambda x, n1, a, n2, m: (lambda h: n2(h + m(h)))(x + a(x)), r"norm1 is missing"),
+    (
+        "norms swapped",
+        lambda x, n1, a, n2, m: (lambda h: n1(h + m(h)))(n2(x + a(x))),
+        r"norm1 and norm2 are swapped",
+    ),
+    (
+        "no attention residual",
+        lambda x, n1, a, n2, m: (lambda h: n2(h + m(h)))(n1(a(x))),
+        r"residual connection around attention",
+    ),
+    ("no MLP residual", lambda x, n1, a, n2, m: n2(m(n1(x + a(x)))), r"residual connection around the MLP"),
+    (
+        "MLP residual from the input",
+        lambda x, n1, a, n2, m: n2(x + m(n1(x + a(x)))),
+        r"the MLP's residual adds the block's input x",
+    ),
+    (
+        "MLP residual before norm1",
+        lambda x, n1, a, n2, m: n2(x + a(x) + m(n1(x + a(x)))),
+        r"the MLP's residual adds the sum before norm1",
+    ),
+    ("MLP first", lambda x, n1, a, n2, m: (lambda h: n2(h + a(h)))(n1(x + m(x))), r"the MLP ran before attention"),
+    ("no MLP half", lambda x, n1, a, n2, m: n1(x + a(x)), r"the MLP half is missing"),
+    ("unchanged", lambda x, n1, a, n2, m: x, r"returns the tokens unchanged"),
+]
+
+
+def test_check_post_norm_block_passes_the_reference_and_a_variant(capsys):
+    check_post_norm_block(post_norm_block)
+    check_post_norm_block(post_norm_block_in_steps)
+    assert capsys.readouterr().out.count("✓ post_norm_block matches") == 2
+
+
+def test_check_post_norm_block_names_each_mistake_as_itself():
+    assert_each_named_as_itself(check_post_norm_block, POST_NORM_MISTAKES)
+
+
+def test_check_post_norm_block_names_attention_called_like_torchs():
+    def like_torch(x, norm1, attn, norm2, mlp):
+        x = norm1(x + attn(x, x, x)[0])
+        return norm2(x + mlp(x))
+
+    with pytest.raises(CheckFailed, match=r"attn takes the tokens only"):
+        check_post_norm_block(like_torch)
+
+
+def test_check_post_norm_block_names_a_random_step():
+    def with_dropout(x, norm1, attn, norm2, mlp):
+        x = norm1(x + F.dropout(attn(x), 0.5))
+        return norm2(x + mlp(x))
+
+    with pytest.raises(CheckFailed, match=r"another result each time"):
+        check_post_norm_block(with_dropout)

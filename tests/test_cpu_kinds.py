@@ -67,6 +67,7 @@ def test_every_test_that_reruns_shipped_numbers_is_marked_reproduction():
         "test_a_rerun_reproduces_the_shipped_seed_0",
         "test_a_worker_process_reproduces_a_shipped_run",
         "test_the_claims_suite_runs_lesson_9s_trials_into_its_own_file",
+        "test_the_norm_order_suite_runs_lesson_5s_arms_into_its_own_file",
         "test_shipped_model_is_its_recipe_and_reaches_its_stated_accuracy",
     }
 

@@ -16,6 +16,7 @@ ONE_SITTING = [
     "02_embeddings",
     "03_attention",
     "04_multi_head",
+    "05_encoder",
     "10_backward_by_hand",
     "14_beyond_one_process",
 ]

@@ -114,6 +114,12 @@ def test_make_claims_runs_the_claims_suite():
     assert recipe and "tools/run_experiments.py --suite claims" in recipe[1]
 
 
+def test_make_norm_order_runs_lesson_5s_suite():
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^norm-order:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert recipe and "tools/run_experiments.py --suite norm_order" in recipe[1]
+
+
 # ---- refused runs and safe writes (review findings S17, D3, D4, obscure 15) ---------------------
 
 RUN = dict(
@@ -291,3 +297,28 @@ def test_a_damaged_results_file_is_replaced_only_by_a_run_of_every_experiment(mo
     other.write_text(path.read_text())
     with pytest.raises(ValueError, match=r"other.json is not valid JSON"):
         R.stored_results(other, list(EXPERIMENTS))
+
+
+@pytest.mark.reproduction
+def test_the_norm_order_suite_runs_lesson_5s_arms_into_its_own_file(tmp_path, capsys):
+    """One of lesson 5's arms run as `--suite norm_order` runs it, in a worker process: the shipped
+    seed-0 numbers by the course's rule, and a file of its own that no other suite may overwrite."""
+    from utils.norm_order import ARMS, COMMAND
+    from utils.norm_order import RESULTS_FILE as LESSON5
+    from utils.norm_order import agrees_with_shipped as agrees_with_shipped_arm
+
+    suite = R.SUITES["norm_order"]
+    assert suite.results_file == LESSON5 and suite.recipes is ARMS and suite.command == COMMAND
+    name = "post-norm, lr 0.01, warm-up 0 %"
+    (run,) = run_all([name], [0], workers=1, log=lambda line: None, suite="norm_order")[name]
+    digits = experiment_data("digits")
+    for key in ("val_accuracy", "test_accuracy"):
+        agrees = agrees_with_shipped_arm(name, run, digits, key)
+        assert agrees and agrees.exact == made_here(LESSON5), str(agrees)
+    path = tmp_path / "lesson5.json"
+    written = write(path, {name: [run]}, suite="norm_order")
+    assert written["experiments"][name]["recipe"] == ARMS[name].as_dict()
+    assert written["produced_by"] == COMMAND
+    with pytest.raises(SystemExit):
+        main(["digits, 600 steps", "--suite", "norm_order"])  # a lesson-6 name is no lesson-5 arm
+    assert "no experiment 'digits, 600 steps'" in capsys.readouterr().err

@@ -70,3 +70,23 @@ def test_show_receptive_fields_draws_each_mask_and_marks_the_source():
 def test_the_encoder_plots_refuse_empty_or_mismatched_input(draw, says):
     with pytest.raises(ValueError, match=says):
         draw()
+
+
+def test_draw_encoder_blocks_draws_each_order_with_its_norms_on_the_stream():
+    from utils.viz.encoder import BLOCK_STEPS, draw_encoder_blocks, norms_on_the_stream
+
+    assert norms_on_the_stream("pre-norm") == 0 and norms_on_the_stream("post-norm") == 2
+    fig = draw_encoder_blocks()
+    left, right = fig.axes
+    assert left.get_title().startswith("pre-norm") and left.get_title().endswith("stream: 0")
+    assert right.get_title().startswith("post-norm") and right.get_title().endswith("stream: 2")
+    for ax, order in zip(fig.axes, ["pre-norm", "post-norm"]):
+        boxes = [text.get_text() for text in ax.texts if text.get_text() not in ("", "+")]
+        assert boxes == [label for kind, label in BLOCK_STEPS[order] if label]  # bottom to top, in order
+        assert [text.get_text() for text in ax.texts].count("+") == 2  # two residual adds
+    with pytest.raises(ValueError, match="order must be one of"):
+        draw_encoder_blocks(["sandwich"])
+    with pytest.raises(ValueError, match="non-empty list"):
+        draw_encoder_blocks("pre-norm")
+    with pytest.raises(ValueError, match="order must be one of"):
+        norms_on_the_stream("sandwich")

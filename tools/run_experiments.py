@@ -1,14 +1,17 @@
-"""Run a lesson's experiments over seeds 0-4 and ship the results (`make experiments`, `make claims`).
+"""Run a lesson's experiments over seeds 0-4 and ship the results (`make experiments`, `make claims`,
+`make norm-order`).
 
     python tools/run_experiments.py                       # lesson 6's, into utils/results/lesson6.json
     python tools/run_experiments.py "digits" "same colour"  # some of them, merged into the file
     python tools/run_experiments.py --suite claims        # lesson 9's trials, into utils/results/lesson9.json
+    python tools/run_experiments.py --suite norm_order    # lesson 5's pre/post-norm arms, into lesson5.json
     python tools/run_experiments.py --workers 1           # one process (default: one per CPU core)
 
 Every run trains on one CPU thread (fit's default) with a budget in steps, so the numbers do not
 depend on the machine's speed or core count; several runs go side by side, one per core. Lesson
-6's take about 25 minutes on 2 cores, lesson 9's about an hour (59 minutes here). The lessons read the files with
-utils.ablations.shipped_runs and utils.claims.shipped_runs, which check the sha256 of the
+6's take about 25 minutes on 2 cores, lesson 9's about an hour (59 minutes here), lesson 5's about
+10 minutes. The lessons read the files with utils.ablations.shipped_runs, utils.claims.shipped_runs
+and utils.norm_order.shipped_runs, which check the sha256 of the
 experiments that this script stores beside them.
 
 Before any training the output is checked: a name given twice, an output that is a folder, is not
@@ -32,7 +35,7 @@ from pathlib import Path
 # run as a script from a checkout, the course library needs no install
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from utils import ablations, claims
+from utils import ablations, claims, norm_order
 from utils.ablations import (
     CHECKSUM_KEY,
     SEEDS,
@@ -79,6 +82,14 @@ SUITES = {
         claims.RESULTS_FILE,
         "make claims (python tools/run_experiments.py --suite claims)",
         "lesson 9's results",
+    ),
+    "norm_order": Suite(
+        norm_order.ARMS,
+        lambda name: norm_order.ARMS[name].experiment,
+        norm_order.run_arm,
+        norm_order.RESULTS_FILE,
+        norm_order.COMMAND,
+        "lesson 5's results",
     ),
 }
 COMMAND = SUITES["experiments"].command
@@ -195,7 +206,9 @@ def write(path: Path, runs: dict[str, list[dict]], suite: str = "experiments") -
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", metavar="name", help="experiments to run (default: all)")
-    parser.add_argument("--suite", choices=list(SUITES), default="experiments", help="lesson 6's or lesson 9's")
+    parser.add_argument(
+        "--suite", choices=list(SUITES), default="experiments", help="lesson 6's, lesson 9's or lesson 5's"
+    )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="runs side by side")
     parser.add_argument("--output", type=Path, default=None, help="the results file (default: the suite's)")
     args = parser.parse_args(argv)

@@ -40,7 +40,11 @@ ROOT = Path(__file__).resolve().parent.parent  # the course's folder: paths in m
 RESULTS_FILE = Path(__file__).parent / "results" / "lesson6.json"
 CHECKSUM_KEY = "experiments_sha256"  # a results file's own key: experiments_checksum of its "experiments"
 # How a shipped results file (by name, in RESULTS_FILE's folder) is made again: command, duration.
-REMAKE = {"lesson6.json": ("make experiments", "about 25 minutes"), "lesson9.json": ("make claims", "about an hour")}
+REMAKE = {
+    "lesson6.json": ("make experiments", "about 25 minutes"),
+    "lesson9.json": ("make claims", "about an hour"),
+    "lesson5.json": ("python tools/run_experiments.py --suite norm_order", "about 10 minutes"),
+}
 # What every stored run holds (run_seeds' dict); lesson 9's runs hold more.
 RUN_KEYS = (
     "seed",

@@ -1,5 +1,6 @@
-"""Lesson 5: the MLP and the encoder block (attention and MLP, each with a norm and a residual), and
-LayerScale, the per-feature scale that CaiT puts on each branch."""
+"""Lesson 5: the MLP and the encoder block (attention and MLP, each with a norm and a residual), in
+pre-norm or post-norm order, and LayerScale, the per-feature scale that CaiT puts on each branch.
+Lesson 5's pre- vs post-norm experiment is in utils/norm_order.py."""
 
 import torch
 from torch import nn
@@ -84,7 +85,9 @@ class EncoderBlock(nn.Module):
         qkv_bias: bias in the query/key/value projection.
         dropout: dropout after the attention projection and in the MLP, in [0, 1).
         attn_dropout: dropout on the attention weights, in [0, 1).
-        norm_first: pre-norm (True, as in ViT) or post-norm (False).
+        norm_first: pre-norm (True, as in ViT: x + attn(norm1(x)), then x + mlp(norm2(x))) or
+            post-norm (False, the original Transformer: norm1(x + attn(x)), then norm2(x + mlp(x)));
+            a post-norm model needs no final LayerNorm (utils.norm_order.Arm.build).
         norm_eps: LayerNorm epsilon, > 0 (1e-6 as in the ViT paper's JAX code; Hugging Face's
             ports use 1e-12).
         layer_scale: None (ViT: no LayerScale), or the starting value (> 0) of a LayerScale on

@@ -1,4 +1,4 @@
-"""Lesson 5's exercise checkers: a LayerScale encoder block's forward pass, and a ViT's parameter count."""
+"""Lesson 5's exercise checkers: a post-norm block, a LayerScale block, and a ViT's parameter count."""
 
 import copy
 import itertools
@@ -446,3 +446,117 @@ def check_count_vit_parameters(fn: Callable[[ViTConfig], int]) -> None:
             "Conv2d's bias are D numbers each"
         )
     raise CheckFailed(f"expected {right:,} parameters {where}, got {got:,} (off by {got - right:+,}){hint}")
+
+
+# ---- exercise: a post-norm block written from the pre-norm one ----------------------------------
+
+POST_ATTN_TAKES_TOKENS = (
+    "attn takes the tokens only, attn(x), and returns the new tokens; it makes q, k and v itself "
+    "(unlike torch's nn.MultiheadAttention(q, k, v))"
+)
+
+
+def _random_post_block(D: int, heads: int, mlp_ratio: float, generator: torch.Generator) -> EncoderBlock:
+    """A post-norm block with random values in every parameter (the LayerNorms' scales near 1 and
+    their shifts non-zero, so that swapping norm1 and norm2, or leaving one out, shows)."""
+    block = EncoderBlock(D, heads, mlp_ratio, norm_first=False).eval()
+    with torch.no_grad():
+        for name, p in block.named_parameters():
+            if name.startswith("norm") and name.endswith("weight"):
+                p.copy_(1 + 0.5 * torch.randn(p.shape, generator=generator))
+            else:
+                p.copy_(0.3 * torch.randn(p.shape, generator=generator))
+    return block
+
+
+def _post_block_variants(x: torch.Tensor, b: EncoderBlock) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible post-norm block outputs, each keyed by the sentence that explains it."""
+    n1, attn, n2, mlp = b.norm1, b.attn, b.norm2, b.mlp
+    h = n1(x + attn(x))  # the right first half
+
+    def then_mlp(h: torch.Tensor, first: nn.Module = n2) -> torch.Tensor:
+        return first(h + mlp(h))
+
+    pre_h = x + attn(n1(x))
+    both_h = n1(x + attn(n1(x)))
+    branch_h = x + n1(attn(x))
+    mlp_first = n1(x + mlp(x))
+    return {
+        "that is the pre-norm block (ViT's order): in post-norm the LayerNorm comes after the residual add, "
+        "x = norm1(x + attn(x)), then x = norm2(x + mlp(x))": pre_h + mlp(n2(pre_h)),
+        "you normalised the branch's output before the add, x + norm1(attn(x)): post-norm normalises the "
+        "sum, norm1(x + attn(x))": branch_h + n2(mlp(branch_h)),
+        "you kept the pre-norm LayerNorms in front of the branches and added the post-norm ones: each "
+        "LayerNorm appears once, after its add, norm1(x + attn(x))": n2(both_h + mlp(n2(both_h))),
+        "norm2 is missing at the end: the block ends on a LayerNorm, x = norm2(x + mlp(x))": h + mlp(h),
+        "norm1 is missing: attention's sum is normalised too, x = norm1(x + attn(x))": then_mlp(x + attn(x)),
+        "norm1 and norm2 are swapped: norm1 follows attention's add, norm2 the MLP's": n1(
+            n2(x + attn(x)) + mlp(n2(x + attn(x)))
+        ),
+        "you forgot the residual connection around attention: x = norm1(x + attn(x)), not norm1(attn(x))": then_mlp(
+            n1(attn(x))
+        ),
+        "you forgot the residual connection around the MLP: x = norm2(x + mlp(x)), not norm2(mlp(x))": n2(mlp(h)),
+        "the MLP's residual adds the block's input x; add the normalised result of the attention half "
+        "instead: h = norm1(x + attn(x)), then norm2(h + mlp(h))": n2(x + mlp(h)),
+        "the MLP's residual adds the sum before norm1; add the normalised one: h = norm1(x + attn(x)), "
+        "then norm2(h + mlp(h))": n2(x + attn(x) + mlp(h)),
+        "the MLP ran before attention: a block first lets the tokens talk (attention), then processes "
+        "each token alone (MLP)": n2(mlp_first + attn(mlp_first)),
+        "the MLP half is missing: after x = norm1(x + attn(x)) comes x = norm2(x + mlp(x))": h,
+        "your block returns the tokens unchanged: x = norm1(x + attn(x)), then x = norm2(x + mlp(x)), and "
+        "return the new x": x,
+    }
+
+
+def check_post_norm_block(
+    fn: Callable[[torch.Tensor, nn.Module, nn.Module, nn.Module, nn.Module], torch.Tensor],
+) -> None:
+    """Check a learner's post_norm_block(x, norm1, attn, norm2, mlp) -> (B, T, D) against
+    utils.EncoderBlock(..., norm_first=False) holding the same modules."""
+    generator = torch.Generator().manual_seed(0)
+    verdicts = []
+    for B, T, D, heads, mlp_ratio in BLOCK_CASES:
+        block = _random_post_block(D, heads, mlp_ratio, generator)
+        x = torch.randn(B, T, D, generator=generator)
+        where = f"for tokens of shape {(B, T, D)} and {heads} heads"
+
+        def call(block=block, x=x, where=where):
+            copied = copy.deepcopy(block)  # nothing the learner's function changes sticks
+            modules = (copied.norm1, copied.attn, copied.norm2, copied.mlp)
+            try:
+                return call_learner(fn, x.clone(), *modules, where=where)
+            except CheckFailed as failure:
+                error = failure.__cause__
+                if "return_attention must be True or False" in str(error) or "need_weights" in str(error):
+                    raise CheckFailed(
+                        f"your function raised {type(error).__name__} {where}: {POST_ATTN_TAKES_TOKENS}"
+                    ) from error
+                raise
+
+        with torch.no_grad():
+            expected = block(x)
+            got = call()
+            try:
+                verdicts.append(
+                    compare(
+                        got,
+                        expected,
+                        where,
+                        any_shape_hint="a block maps (B, T, D) tokens to (B, T, D) tokens",
+                        atol=1e-5,
+                        mistakes=_post_block_variants(x, block),
+                    )
+                )
+            except CheckFailed:
+                if varies_between_calls(call, got, expected):
+                    raise CheckFailed(
+                        f"your block gives another result each time on the same tokens {where}: is there a "
+                        "dropout (or another random step) in it? The block's dropout already sits inside attn "
+                        "and mlp"
+                    ) from None
+                raise
+    print(
+        f"✓ post_norm_block matches utils.EncoderBlock(norm_first=False) on {len(verdicts)} random blocks: "
+        f"{summarize(verdicts)}"
+    )

@@ -1,4 +1,5 @@
-"""Lesson 5's pictures: GELU vs ReLU, pre-norm vs post-norm in a deep stack, receptive fields."""
+"""Lesson 5's pictures: GELU vs ReLU, one encoder block in both orders, pre-norm vs post-norm in a
+deep stack, receptive fields."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -118,5 +119,97 @@ def show_receptive_fields(
         ax.tick_params(which="both", length=0, labelbottom=False, labelleft=False)
         ax.plot(source[1], source[0], marker="*", color="gold", markersize=12, markeredgecolor="black")
         ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# One encoder block, bottom to top, in each order: what draw_encoder_blocks draws. "split" is where a
+# residual connection leaves the stream, "add" where it comes back (the ⊕).
+BLOCK_STEPS = {
+    "pre-norm": (
+        ("in", "tokens x (B, T, D)"),
+        ("split", ""),
+        ("norm", "LayerNorm (norm1)"),
+        ("attn", "multi-head attention"),
+        ("add", ""),
+        ("split", ""),
+        ("norm", "LayerNorm (norm2)"),
+        ("mlp", "MLP (fc1, GELU, fc2)"),
+        ("add", ""),
+        ("out", "tokens out (B, T, D)"),
+    ),
+    "post-norm": (
+        ("in", "tokens x (B, T, D)"),
+        ("split", ""),
+        ("attn", "multi-head attention"),
+        ("add", ""),
+        ("norm", "LayerNorm (norm1)"),
+        ("split", ""),
+        ("mlp", "MLP (fc1, GELU, fc2)"),
+        ("add", ""),
+        ("norm", "LayerNorm (norm2)"),
+        ("out", "tokens out (B, T, D)"),
+    ),
+}
+BLOCK_TITLES = {"pre-norm": "pre-norm (ViT)", "post-norm": "post-norm (original Transformer)"}
+_BOX_COLORS = {"norm": "#f6e39b", "attn": "#f4b183", "mlp": "#9dc3e6"}
+
+
+def norms_on_the_stream(order: str) -> int:
+    """How many LayerNorms the residual stream itself passes through in one block of `order`
+    (the boxes between the splits and adds of BLOCK_STEPS that are not inside a branch)."""
+    if order not in BLOCK_STEPS:
+        raise ValueError(f"order must be one of {list(BLOCK_STEPS)}, got {order!r}")
+    on_stream, inside_branch = 0, False
+    for kind, _ in BLOCK_STEPS[order]:
+        if kind == "split":
+            inside_branch = True
+        elif kind == "add":
+            inside_branch = False
+        elif kind == "norm" and not inside_branch:
+            on_stream += 1
+    return on_stream
+
+
+def draw_encoder_blocks(orders=("pre-norm", "post-norm"), size: float = 3.4) -> plt.Figure:
+    """One encoder block per panel, side by side, drawn bottom to top (as in the ViT paper's
+    Figure 1): the sub-layers as boxes, each residual connection as a line from where it leaves
+    the stream to its ⊕. A panel's title says how many LayerNorms sit on the stream itself.
+
+    Args:
+        orders: keys of BLOCK_STEPS ("pre-norm", "post-norm"), one panel each.
+    """
+    if isinstance(orders, str) or not isinstance(orders, list | tuple) or not orders:
+        raise ValueError(f"orders must be a non-empty list of {list(BLOCK_STEPS)}, got {orders!r}")
+    for order in orders:
+        if order not in BLOCK_STEPS:
+            raise ValueError(f"order must be one of {list(BLOCK_STEPS)}, got {order!r}")
+    fig, axes = plt.subplots(1, len(orders), figsize=(size * 1.3 * len(orders), size * 1.6), dpi=DPI, squeeze=False)
+    for ax, order in zip(axes[0], orders):
+        steps = BLOCK_STEPS[order]
+        split_at = None
+        for y, (kind, label) in enumerate(steps):
+            if y > 0:  # the stream, from the step below to this one
+                ax.annotate("", xy=(0, y - 0.28), xytext=(0, y - 0.72), arrowprops=dict(arrowstyle="-|>", lw=1.2))
+            if kind in _BOX_COLORS:
+                ax.add_patch(
+                    plt.Rectangle((-1.35, y - 0.28), 2.7, 0.56, facecolor=_BOX_COLORS[kind], edgecolor="black", lw=1)
+                )
+                ax.text(0, y, label, ha="center", va="center", fontsize=8)
+            elif kind == "add":
+                ax.add_patch(plt.Circle((0, y), 0.22, facecolor="white", edgecolor="black", lw=1.2))
+                ax.text(0, y, "+", ha="center", va="center", fontsize=12)
+                ax.plot([0, -1.75, -1.75], [split_at, split_at, y], color="black", lw=1.2)  # the residual
+                ax.annotate("", xy=(-0.22, y), xytext=(-1.75, y), arrowprops=dict(arrowstyle="-|>", lw=1.2))
+            elif kind == "split":
+                split_at = y
+                ax.plot([0], [y], marker="o", color="black", markersize=4)
+            else:  # in, out
+                ax.text(0, y, label, ha="center", va="center", fontsize=9, fontweight="bold")
+        ax.set_xlim(-2.1, 1.6)
+        ax.set_ylim(-0.6, len(steps) - 0.4)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        ax.set_title(f"{BLOCK_TITLES[order]}\nLayerNorms on the stream: {norms_on_the_stream(order)}", fontsize=10)
     fig.tight_layout()
     return fig

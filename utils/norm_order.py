@@ -1,0 +1,155 @@
+"""Lesson 5's experiment: pre-norm or post-norm, each at its own best learning rate, with and
+without a warm-up, over five seeds.
+
+Xiong et al. (2020) predict that a post-norm Transformer needs a learning-rate warm-up and a
+pre-norm one does not. This suite tests that prediction on the digits (lesson 6's data and split):
+the tiny ViT with 8 blocks in both orders, three learning rates, no warm-up or fit's default one
+(the first 10 % of the steps), a budget in steps. `python tools/run_experiments.py --suite
+norm_order` runs seeds 0-4 of every arm and ships the results in utils/results/lesson5.json; the
+lesson runs seed 0 of two arms live and prints the rest from the file.
+
+- `ARMS`: name -> `Arm` (an `Experiment` plus the norm order); `arm_name(order, lr, warmup)`.
+- `run_arm(name, seed, data)`: train and measure one seed.
+- `shipped_runs(name)`, `shipped_values(name, key)`: the shipped seeds of one arm.
+- `agrees_with_shipped(name, run, data)`: does a live run agree with them (as in lessons 6 and 9)?
+- `best_lr(order, warmup)`: the learning rate with the highest mean validation accuracy.
+"""
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch import nn
+
+from utils.ablations import (
+    Agreement,
+    Experiment,
+    Split,
+    agreement_of_runs,
+    check_split,
+    experiment_data,
+    made_here,
+    runs_of_recipe,
+    values_of,
+)
+from utils.experiments import MAX_SEED, run_record
+from utils.runtime import set_seed
+from utils.training import evaluate, fit, predict
+from utils.validation import WrongTypeError, check_whole, describe
+
+RESULTS_FILE = Path(__file__).parent / "results" / "lesson5.json"
+COMMAND = "python tools/run_experiments.py --suite norm_order"
+DEPTH = 8  # blocks, the same for both orders
+STEPS = 300  # optimiser steps of 128 digits: 33 epochs of 1,078 images
+LRS = (1e-3, 3e-3, 1e-2)  # the sweep; lesson 6's digits recipe uses 3e-3
+WARMUPS = (0.0, 0.1)  # none, or fit's default: the first 10 % of the steps
+ORDERS = ("pre-norm", "post-norm")
+FIT = dict(max_shift=1, label_smoothing=0.1)  # the rest of lesson 6's digits recipe
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of the experiment: a tiny ViT on the digits (`experiment`) in one norm order.
+
+    Post-norm is the same model with every block's `norm_first` switched off and no final
+    LayerNorm (its last block already ends on one, as in the original Transformer).
+    """
+
+    experiment: Experiment
+    order: str
+
+    def __post_init__(self):
+        if not isinstance(self.experiment, Experiment) or self.experiment.model != "vit":
+            raise WrongTypeError(
+                f"experiment must be a ViT Experiment (utils.ablations), got {describe(self.experiment)}"
+            )
+        if self.order not in ORDERS:
+            raise ValueError(f"order must be one of {ORDERS}, got {self.order!r}")
+
+    def build(self) -> nn.Module:
+        """A fresh, untrained model (seed first: set_seed(seed))."""
+        model = self.experiment.build()  # pre-norm, the course's init (trunc-normal, std 0.02)
+        if self.order == "post-norm":
+            for block in model.blocks:
+                block.norm_first = False  # the same weights, the norms moved after the adds
+            model.norm = nn.Identity()
+        return model
+
+    def as_dict(self) -> dict:
+        """The recipe as plain data (the shipped file stores it beside the results)."""
+        return {**self.experiment.as_dict(), "order": self.order}
+
+
+def arm_name(order: str, lr: float, warmup: float) -> str:
+    """The name of an arm, e.g. arm_name("post-norm", 1e-2, 0.1) -> "post-norm, lr 0.01, warm-up 10 %"."""
+    return f"{order}, lr {lr:g}, warm-up {warmup * 100:.0f} %"
+
+
+ARMS: dict[str, Arm] = {
+    arm_name(order, lr, warmup): Arm(
+        Experiment("digits", "vit", {"steps": STEPS, "lr": lr, "warmup": warmup, **FIT}, {"depth": DEPTH}), order
+    )
+    for order in ORDERS
+    for warmup in WARMUPS
+    for lr in LRS
+}
+
+
+def _check_name(name) -> Arm:
+    if not isinstance(name, str):
+        raise WrongTypeError(f"name must be the name of an arm (a str), got {describe(name)}")
+    if name not in ARMS:
+        close = difflib.get_close_matches(name, list(ARMS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else f"; the names: {', '.join(map(repr, ARMS))}"
+        raise ValueError(f"no arm {name!r}{hint}")
+    return ARMS[name]
+
+
+def run_arm(name: str, seed: int, data: Split | None = None) -> dict:
+    """Train seed `seed` of arm `name`: run_record's dict (seed, val_accuracy, test_accuracy, steps,
+    epochs, seconds, ...) plus "same_answer", the share of the validation images given the model's
+    commonest answer (1.0: the same digit for every image)."""
+    arm = _check_name(name)
+    seed = check_whole(seed, "seed", minimum=0, maximum=MAX_SEED)
+    data = experiment_data("digits") if data is None else check_split(data, "digits", name, "trains on")
+    set_seed(seed)
+    model = arm.build()
+    history = fit(model, data.train, data.val, seed=seed, progress=False, **arm.experiment.fit)
+    _, test_accuracy = evaluate(model, data.test)
+    record = run_record(model, history, test_accuracy, seed, tuple(data.train.tensors[0].shape[1:]))
+    answers = predict(model, data.val.tensors[0])  # (images,): the digit the model says for each
+    record["same_answer"] = answers.bincount().max().item() / len(answers)
+    return record
+
+
+def shipped_runs(name: str, path: str | Path = RESULTS_FILE) -> list[dict]:
+    """The shipped runs of arm `name`, one dict per seed (as run_arm returns them); a ValueError when
+    the file's recipe is not today's ARMS[name] (run the suite again)."""
+    return runs_of_recipe(path, name, _check_name(name).as_dict(), COMMAND)
+
+
+def shipped_values(name: str, key: str = "val_accuracy") -> list:
+    """One value per shipped seed, e.g. shipped_values("pre-norm, lr 0.003, warm-up 0 %")."""
+    return values_of(shipped_runs(name), name, key)
+
+
+def agrees_with_shipped(name: str, run: dict, data: Split, key: str = "val_accuracy") -> Agreement:
+    """Whether a live run of arm `name` (run_arm's dict) agrees with the shipped seeds: exactly, if
+    this kind of CPU made lesson5.json, else inside where one more seed lands (see
+    utils.ablations.agrees_with_shipped)."""
+    runs = shipped_runs(name)
+    check_split(data, "digits", name)
+    return agreement_of_runs(runs, run, key, made_here(RESULTS_FILE), data, name)
+
+
+def best_lr(order: str, warmup: float) -> float:
+    """The learning rate of LRS whose shipped runs have the highest mean validation accuracy, for
+    one order and warm-up (the choice is made on validation only)."""
+    if order not in ORDERS or warmup not in WARMUPS:
+        raise ValueError(f"order must be one of {ORDERS} and warmup one of {WARMUPS}, got {order!r}, {warmup!r}")
+
+    def mean_val(lr):
+        values = shipped_values(arm_name(order, lr, warmup))
+        return sum(values) / len(values)
+
+    return max(LRS, key=mean_val)
