@@ -20,7 +20,7 @@ WORKERS ?= 2
 INSTALLER ?= $(if $(and $(shell command -v uv),$(if $(shell $(PYTHON) -m pip config list 2>/dev/null),,none)),uv,pip)
 INSTALL = $(if $(filter uv,$(INSTALLER)),uv pip install --python $(BIN)/python,$(BIN)/python -m pip install)
 
-.PHONY: lab doctor learner-edition test test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims norm-order exercises measure check-binder bench weights site clean
+.PHONY: lab doctor learner-edition test test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims norm-order exercises slides measure check-binder bench weights site clean
 
 ## make lab: set up .venv, copy the learner's edition (lessons/) into my-lessons/ (your copies: git ignores
 ## the folder, a copy is never overwritten, and it lists the lessons changed in the course since your
@@ -39,7 +39,7 @@ doctor: $(VENV)/.runtime
 ## make test: set up .venv with the dev tools, lint, then every test: the library, each lesson once
 ## under nbval (lesson 6 with its full budgets in steps: the committed numbers are compared), the
 ## exercises, JupyterLab in a browser and the ViT-B/16 stand-in
-test: lint
+test: lint $(VENV)/npm/.axe
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile $(NBVAL_FLAGS) tests $(NOTEBOOKS)
 
 ## make test-lib: the fast tier, the library's unit tests alone (under a minute): no kernel, no
@@ -117,6 +117,11 @@ learner-edition: $(VENV)/.runtime
 site: $(VENV)/.dev
 	SITE_JUPYTERHUB="$(HUB)" $(BIN)/python -m sphinx -M html . $(or $(SITE_DIR),_site) -c docs/site -E -W --keep-going
 
+## make slides: a slide deck per lesson for instructors in _slides/ (one self-contained HTML file each, from
+## the solution edition's committed outputs; opens offline in any browser, arrow keys move; about 5 s)
+slides: $(VENV)/.runtime
+	$(BIN)/python tools/slides.py
+
 ## make measure: each lesson's wall time and kernel peak memory, full budgets, into docs/time-and-memory.md, without
 ## touching the notebooks; then every lesson inside a JupyterLab server, the server's memory added (fails
 ## if a lesson passes the budget: 800 MB for server and kernel together; about 15 minutes)
@@ -156,6 +161,14 @@ $(VENV)/.dev: requirements-dev.txt requirements-timm.txt $(VENV)/.runtime
 	rm -rf $(VENV)/timm
 	$(INSTALL) --no-deps --target $(VENV)/timm -r requirements-timm.txt
 	@touch $@
+
+# axe-core, from npm, for the site test's accessibility check (tests/test_site.py); without npm that
+# check is skipped, except under CI, where .ci/run installs npm
+AXE = axe-core@4.14.1
+$(VENV)/npm/.axe: | $(BIN)/python
+	@if command -v npm >/dev/null; then \
+	  npm install --prefix $(VENV)/npm --no-save --no-audit --no-fund $(AXE) && touch $@; \
+	else echo "npm not found: the site test's accessibility check is skipped (apt-get install -y npm)"; fi
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .compat _site

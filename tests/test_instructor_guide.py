@@ -132,3 +132,62 @@ def test_the_exercise_counts_the_guide_states_are_the_notebooks():
     assert {lesson: int(count) for lesson, count in rows.items()} == counts
     totals = re.findall(r"(\d+) exercises", text)
     assert totals and all(int(total) == sum(counts.values()) for total in totals), totals
+
+
+# ---- workshop plans ------------------------------------------------------------------------------
+
+PLAN_HEADING = re.compile(r"^#{3,4} (.+) \((\d+) hours?(?: a day)?\)$", re.MULTILINE)
+MINUTES = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def room_times() -> dict[int, tuple[int, int]]:
+    """Lesson -> (low, high) minutes, from the "Lessons at a glance" table."""
+    rows = re.findall(r"^\| (\d+)\. [^|]+\| (\d+)-(\d+) min \|", guide_text(), flags=re.MULTILINE)
+    return {int(lesson): (int(low), int(high)) for lesson, low, high in rows}
+
+
+def plans() -> dict[str, tuple[int, list[tuple[str, int, int]]]]:
+    """Each plan table in "## Workshop plans": its heading -> (its length in minutes, its rows as
+    (block, low, high)), the total row last."""
+    text = guide_text()
+    section = text[text.index("## Workshop plans") :]
+    section = section[: section.index("\n## ", 1)]
+    found = {}
+    headings = list(PLAN_HEADING.finditer(section))
+    for i, heading in enumerate(headings):
+        end = headings[i + 1].start() if i + 1 < len(headings) else len(section)
+        rows = []
+        for line in section[heading.end() : end].splitlines():
+            cells = [cell.strip().strip("*") for cell in line.strip().strip("|").split("|")]
+            if line.startswith("|") and len(cells) == 3 and (minutes := MINUTES.match(cells[1])):
+                low = int(minutes[1])
+                rows.append((cells[0], low, int(minutes[2] or low)))
+        if rows:
+            found[heading[1]] = (int(heading[2]) * 60, rows)
+    return found
+
+
+def test_the_guide_has_a_three_hour_a_one_day_and_a_two_day_plan():
+    lengths = sorted(length for length, _ in plans().values())
+    assert lengths == [180, 480, 480], plans().keys()
+    assert "Day 1 is the one-day plan" in guide_text()
+
+
+@pytest.mark.parametrize("name", list(plans()))
+def test_each_plan_adds_up_with_the_guides_own_room_times(name):
+    length, rows = plans()[name]
+    *blocks, total = rows
+    assert total[0] == "total", f"{name}: the last row is the total"
+    times = room_times()
+    for block, low, high in blocks:
+        if lesson := re.fullmatch(r"lesson (\d+)", block):
+            assert (low, high) == times[int(lesson[1])], f"{name}: {block} has {low}-{high} min, the table another"
+    assert (total[1], total[2]) == (sum(b[1] for b in blocks), sum(b[2] for b in blocks)), f"{name}: its total"
+    assert total[2] <= length, f"{name}: {total[2]} minutes at the upper end, over its {length}"
+
+
+def test_the_stated_room_time_of_lessons_1_to_8_is_the_tables():
+    times = room_times()
+    low, high = sum(times[n][0] for n in range(1, 9)), sum(times[n][1] for n in range(1, 9))
+    assert f"Lessons 1-8 take {low}-{high} minutes" in guide_text()
+    assert f"({low // 60} h {low % 60} min to {high // 60} h {high % 60} min)" in guide_text()

@@ -17,10 +17,12 @@ test-artifacts/site/ (git-ignored).
 
 import functools
 import http.server
+import os
 import re
 import shutil
 import subprocess
 import threading
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
 import pytest
@@ -43,6 +45,10 @@ PAGES = {  # name: (path in the site, the lesson it shows or None)
     "lesson7": ("lessons/07_inside_vit.html", "07_inside_vit.ipynb"),
     "reference": ("docs/time-and-memory.html", None),
 }
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}  # a phone's screen, in CSS pixels
+GUIDE = "docs/instructor-guide.html"
+AXE = ROOT / ".venv" / "npm" / "node_modules" / "axe-core" / "axe.min.js"  # make test installs it (npm)
 REFERENCE = ["where-to-run", "library", "data", "time-and-memory", "performance"]
 SIDEBAR = [
     "README.html",
@@ -99,9 +105,9 @@ class Visit:
     """A page opened offline: requests to any host but the site's are blocked and listed, and so
     are failed requests, error responses and script errors."""
 
-    def __init__(self, browser, site_url: str, path: str):
+    def __init__(self, browser, site_url: str, path: str, viewport: dict | None = None):
         self.site = site_url
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context = browser.new_context(viewport=viewport or DESKTOP)
         self.outside, self.failed, self.errors = [], [], []
         self.context.route("**/*", self.only_the_site)
         self.page = self.context.new_page()
@@ -139,8 +145,8 @@ class Visit:
 def visit(browser, site_url):
     opened = []
 
-    def open_page(path: str) -> Visit:
-        opened.append(Visit(browser, site_url, path))
+    def open_page(path: str, viewport: dict | None = None) -> Visit:
+        opened.append(Visit(browser, site_url, path, viewport))
         return opened[-1]
 
     yield open_page
@@ -249,6 +255,10 @@ def test_page_reads_offline(visit, name):
     else:
         figures = page.page.locator("article .cell_output img").count()
         assert figures == picture_outputs(notebook), f"{figures} figures, {picture_outputs(notebook)} in the lesson"
+        full_size = page.page.eval_on_selector_all(
+            "article .cell_output img", "images => images.map(i => i.closest('a.course-full-size')?.href === i.src)"
+        )
+        assert all(full_size), "figures that a tap does not open at full size (docs/site/static/course.js)"
         assert images > figures  # the badges and the launch buttons' icons too
         check_launch_buttons(buttons, notebook)
         page.page.locator(".dropdown-launch-buttons button").first.hover()
@@ -301,3 +311,56 @@ def test_lesson7_explorers_show_their_last_picture(visit):
             without_picture.append(f"{source.splitlines()[0]!r} shows {shown[:100]!r}")
     assert not without_picture, "explorers without their picture:\n" + "\n".join(without_picture)
     check_offline(opened)
+
+
+@pytest.mark.parametrize("path", ["", GUIDE, *(f"lessons/{path.stem}.html" for path in NOTEBOOKS)])
+def test_no_page_is_wider_than_a_phone(visit, path):
+    """At 390 px nothing makes the page pan sideways: long inline code wraps, wide equations and
+    printed tables scroll inside their own box (docs/site/static/course.css)."""
+    opened = visit(path, PHONE)
+    page = opened.page
+    widths = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    if widths[0] > widths[1]:
+        wide = page.evaluate(
+            """(width) => [...document.querySelectorAll('article *')]
+                .filter(e => e.getBoundingClientRect().right > width + 1)
+                .slice(0, 5).map(e => e.tagName + ' ' + (e.textContent || '').trim().slice(0, 60))""",
+            widths[1],
+        )
+        page.screenshot(path=str(ARTIFACTS / f"phone-{Path(path).stem or 'home'}.png"), full_page=False)
+        pytest.fail(f"{path or 'the home page'} is {widths[0]} px wide on a {widths[1]} px screen: {wide}")
+    check_offline(opened)
+
+
+def test_the_guides_day_before_list_is_a_checklist(visit):
+    page = visit(GUIDE).page
+    boxes = page.eval_on_selector_all(
+        "article input[type=checkbox]", "boxes => boxes.map(b => b.getAttribute('aria-label') || '')"
+    )
+    assert len(boxes) >= 8 and all(boxes), boxes
+    assert "[ ]" not in page.locator("article").inner_text()
+
+
+def axe_or_skip() -> str:
+    """axe-core's script, or a skip (a failure under CI) naming what is missing."""
+    if not AXE.exists():
+        message = f"the accessibility check needs axe-core at {AXE.relative_to(ROOT)} (make test installs it with npm)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return AXE.read_text()
+
+
+@pytest.mark.parametrize("path", ["", "lessons/01_patches.html", "lessons/07_inside_vit.html", GUIDE])
+def test_no_serious_accessibility_violation(visit, path):
+    """axe-core's rules on the page as a reader gets it (the course's script has run): no violation
+    of impact serious or critical. Moderate ones are the theme's (its sidebar is no landmark)."""
+    script = axe_or_skip()
+    opened = visit(path)
+    opened.page.add_script_tag(content=script)
+    violations = opened.page.evaluate(
+        """async () => (await axe.run(document, {resultTypes: ['violations']})).violations
+            .filter(v => ['serious', 'critical'].includes(v.impact))
+            .map(v => `${v.impact} ${v.id}: ${v.nodes.length} x ${v.nodes[0].html.slice(0, 120)}`)"""
+    )
+    assert not violations, f"{path or 'the home page'}:\n" + "\n".join(violations)

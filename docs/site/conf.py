@@ -61,7 +61,7 @@ exclude_patterns = [path.name for path in ROOT.iterdir() if path.name not in {f"
 exclude_patterns += ["docs/site", "**.ipynb_checkpoints"]
 
 extensions = ["myst_nb"]
-myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_enable_extensions = ["dollarmath", "amsmath", "tasklist"]  # tasklist: the guide's "- [ ]" checklist
 myst_heading_anchors = 3  # [time and memory](../README.md#time-and-memory)
 nb_execution_mode = "off"  # the committed outputs, as the lessons were last run
 nb_ipywidgets_js = {}  # no widget manager from a CDN: a widget's output shows its picture instead
@@ -70,6 +70,9 @@ suppress_warnings = ["mystnb.unknown_mime_type"]  # the widget outputs left out 
 
 # -- the HTML ----------------------------------------------------------------------------------
 html_theme = "sphinx_book_theme"
+html_static_path = ["static"]  # docs/site/static: the course's CSS and JavaScript below
+html_css_files = ["course.css"]  # long code wraps, wide equations and printed tables scroll in their box
+html_js_files = ["course.js"]  # a tap opens a figure at full size
 html_title = project
 mathjax_path = "mathjax/tex-chtml.js"  # in _static/, copied from the pip package after the build
 mathjax3_config = {"options": {}}  # MathJax 3's settings: myst-parser adds which elements to typeset
