@@ -20,7 +20,7 @@ WORKERS ?= 2
 INSTALLER ?= $(if $(and $(shell command -v uv),$(if $(shell $(PYTHON) -m pip config list 2>/dev/null),,none)),uv,pip)
 INSTALL = $(if $(filter uv,$(INSTALLER)),uv pip install --python $(BIN)/python,$(BIN)/python -m pip install)
 
-.PHONY: lab doctor learner-edition test test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims norm-order exercises slides measure check-binder bench weights site clean
+.PHONY: lab doctor learner-edition test test-peers test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims norm-order exercises slides measure check-binder bench weights site clean
 
 ## make lab: set up .venv, copy the learner's edition (lessons/) into my-lessons/ (your copies: git ignores
 ## the folder, a copy is never overwritten, and it lists the lessons changed in the course since your
@@ -40,12 +40,18 @@ doctor: $(VENV)/.runtime
 ## under nbval (lesson 6 with its full budgets in steps: the committed numbers are compared), the
 ## exercises, JupyterLab in a browser and the ViT-B/16 stand-in
 test: lint $(VENV)/npm/.axe
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile $(NBVAL_FLAGS) tests $(NOTEBOOKS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile -m "not peers" $(NBVAL_FLAGS) tests $(NOTEBOOKS)
+
+## make test-peers: every ViT of timm's registry (its vision_transformer and deit modules, 179 models, 2 blocks
+## each, random weights) loaded by from_timm: equal to timm's logits within 1e-5, or refused naming the feature;
+## make test walks one model per distinct architecture but the giants (tests/test_timm_registry.py; about 18 minutes)
+test-peers: $(VENV)/.dev
+	$(BIN)/python -m pytest -p no:xdist -s -m peers tests/test_timm_registry.py
 
 ## make test-lib: the fast tier, the library's unit tests alone (under a minute): no kernel, no
 ## browser, no ViT-B/16 stand-in (the markers notebook, browser and slow in pyproject.toml)
 test-lib: $(VENV)/.dev
-	$(BIN)/python -m pytest tests -m "not notebook and not browser and not slow"
+	$(BIN)/python -m pytest tests -m "not notebook and not browser and not slow and not peers"
 
 ## make test-kinds: the tests that train and hold their result to shipped numbers (marker reproduction),
 ## once per emulated kind of CPU (tools/cpu_kinds.py: torch's, MKL's and oneDNN's code paths pinned lower),

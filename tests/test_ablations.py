@@ -138,8 +138,8 @@ def test_a_rerun_of_a_shipped_experiment_reproduces_it(digits):
     for key in ("val_accuracy", "test_accuracy"):
         agrees = agrees_with_shipped("digits, 600 steps", run, digits, key)
         assert agrees, str(agrees)
-        assert agrees.exact == made_here()
-    if made_here():
+        assert agrees.exact == made_here(name="digits, 600 steps")
+    if made_here(name="digits, 600 steps"):
         assert (run["val_accuracy"], run["test_accuracy"]) == (stored["val_accuracy"], stored["test_accuracy"])
     assert (run["steps"], run["epochs"], run["parameters"], run["multiply_adds"]) == (
         stored["steps"],
@@ -153,6 +153,11 @@ def test_the_shipped_files_say_which_kind_of_cpu_made_them():
     results = shipped_results()
     assert results["cpu"] and results["torch"] == "2.13.0" and results["threads"] == 1
     assert made_here() == (results["cpu"] == cpu_kind())  # the pinned torch: the CPU kind decides
+    kinds = {entry.get("cpu", results["cpu"]) for entry in results["experiments"].values()}
+    if len(kinds) > 1:  # experiments run on several kinds: each says its own, the file says "mixed"
+        assert results["cpu"] == "mixed: " + " and ".join(sorted(kinds))
+    for name, entry in results["experiments"].items():
+        assert made_here(name=name) == (entry.get("cpu", results["cpu"]) == cpu_kind()), name
 
 
 def test_on_the_cpu_that_made_the_file_only_the_same_number_agrees():
@@ -347,3 +352,77 @@ def test_a_results_file_missing_keys_or_holding_no_accuracy_says_what_is_wrong(t
     with pytest.raises(ValueError, match=words) as refused:
         shipped_results(path)
     assert str(path) in str(refused.value) and "remove it" in str(refused.value)
+
+
+# ---- the magnitude-matched position arms, the CNNs' reach, the rubric on shipped results -------
+
+
+def test_pos_norm_scales_the_position_table_to_the_other_kinds_magnitude():
+    from utils import set_seed
+    from utils.ablations import LEARNED_ROW_NORM, SINCOS_ROW_NORM
+
+    set_seed(0)
+    learned = EXPERIMENTS["orientation, learned"].build().pos_embed.detach()
+    sincos = EXPERIMENTS["orientation, sincos"].build().pos_embed
+    assert learned[0, 1:].norm(dim=-1).mean().item() == pytest.approx(LEARNED_ROW_NORM, abs=0.005)
+    assert sincos[0, 1:].norm(dim=-1).mean().item() == pytest.approx(SINCOS_ROW_NORM, abs=0.005)
+    small = EXPERIMENTS["orientation, sincos, norm 0.14"].build().pos_embed  # still a fixed buffer
+    assert not isinstance(small, torch.nn.Parameter)
+    torch.testing.assert_close(small, sincos * 0.14 / sincos[0, 1:].norm(dim=-1).mean())
+    set_seed(0)
+    large = EXPERIMENTS["orientation, learned, norm 5.66"].build().pos_embed  # the same draw, scaled
+    assert isinstance(large, torch.nn.Parameter)
+    torch.testing.assert_close(large.detach(), learned * 5.66 / learned[0, 1:].norm(dim=-1).mean())
+    assert "pos_norm" not in EXPERIMENTS["orientation, learned"].as_dict()  # the other recipes unchanged
+    assert EXPERIMENTS["orientation, learned, norm 5.66"].as_dict()["pos_norm"] == 5.66
+    with pytest.raises(ValueError, match=r"pos_norm scales a ViT's position table"):
+        Experiment("orientation", "vit", {"steps": 1}, {"pos_embed": "none"}, pos_norm=1.0)
+    with pytest.raises(ValueError, match=r"pos_norm must be"):
+        Experiment("orientation", "vit", {"steps": 1}, pos_norm=-1.0)
+
+
+def test_accuracy_by_reach_splits_the_test_set_by_the_cnns_windows():
+    from utils.ablations import accuracy_by_reach
+    from utils.baselines import objects_in_one_window
+    from utils.training import predict
+
+    pairs = experiment_data("same_colour")
+    cnn = EXPERIMENTS["same colour, SmallCNN"].build()
+    found = accuracy_by_reach(cnn, pairs.test)
+    together = objects_in_one_window(pairs.test, cnn.receptive_field)
+    right = (predict(cnn, pairs.test.images) == pairs.test.labels).float()
+    assert found["in_reach"] == int(together.sum()) == 697
+    assert found["accuracy_in_reach"] == pytest.approx(right[together].mean().item())
+    assert found["accuracy_out_of_reach"] == pytest.approx(right[~together].mean().item())
+    deep = accuracy_by_reach(EXPERIMENTS["same colour, DeepCNN"].build(), pairs.test)
+    assert deep["in_reach"] == 1000 and deep["accuracy_out_of_reach"] is None
+    with pytest.raises(TypeError, match="receptive_field"):
+        accuracy_by_reach(EXPERIMENTS["same colour"].build(), pairs.test)
+
+
+def test_the_shipped_small_cnn_runs_hold_their_reach_and_training_accuracy():
+    for run in shipped_runs("same colour, SmallCNN"):
+        assert run["in_reach"] == 697 and 0 <= run["train_accuracy"] <= 1
+        whole = (run["in_reach"] * run["accuracy_in_reach"] + 303 * run["accuracy_out_of_reach"]) / 1000
+        assert whole == pytest.approx(run["test_accuracy"], abs=1e-6)
+
+
+def test_grade_shipped_is_the_rubric_on_the_shipped_values():
+    from utils.ablations import grade_shipped
+    from utils.rubric import grade_family
+
+    family = {
+        "x": dict(a="orientation, sincos", b="orientation, learned", claim="higher", effect=0.02),
+        "y": dict(a="orientation, learned", b="orientation, none", claim="higher", effect=0.02, names=("l", "n")),
+    }
+    found = grade_shipped(family)
+    values = {
+        label: dict(options, a=shipped_values(options["a"]), b=shipped_values(options["b"]), percent=True)
+        for label, options in family.items()
+    }
+    values["x"]["names"] = ("orientation, sincos", "orientation, learned")
+    expected = grade_family(values)
+    assert {k: str(v) for k, v in found.items()} == {k: str(v) for k, v in expected.items()}
+    assert found["y"].names == ("l", "n") and found["x"].family == 2
+    with pytest.raises(ValueError, match=r"family\['z'\] must be a dict with a, b, claim and effect"):
+        grade_shipped({"z": dict(a="orientation, sincos")})

@@ -12,10 +12,18 @@ import torch.nn.functional as F
 from checker_cases import assert_each_named_as_itself
 from scipy import stats
 
-from utils.checks.claims import KEYS, READOUT_CASES, VERDICT_CASES, check_readout_gradient_norm, check_verdict
+from utils.checks.claims import (
+    KEYS,
+    READOUT_CASES,
+    VERDICT_CASES,
+    check_holm,
+    check_readout_gradient_norm,
+    check_verdict,
+)
 from utils.checks.core import CheckFailed
 from utils.experiments import compare
 from utils.inspection import readout_gradient_norm
+from utils.rubric import holm
 from utils.runtime import eval_mode
 
 # ---- the gradient at the readout -------------------------------------------------------------
@@ -437,3 +445,53 @@ def test_a_blank_verdict_exercise_passes_its_hint_through():
 
     with pytest.raises(NotImplementedError, match="^your code here$"):
         check_verdict(blank)
+
+
+# ---- Holm's correction ---------------------------------------------------------------------------
+
+
+def _step_down(p, multiplier=lambda m, rank: m - rank, monotone=True, cap=True, keep_order=True):
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    adjusted, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        value = multiplier(m, rank) * p[i]
+        value = min(1.0, value) if cap else value
+        running = max(running, value) if monotone else value
+        adjusted[i] = running
+    return adjusted if keep_order else [adjusted[i] for i in order]
+
+
+def holm_in_numpy(p):
+    p = np.asarray(p, dtype=float)
+    order = np.argsort(p)
+    adjusted = np.minimum(1.0, np.maximum.accumulate((len(p) - np.arange(len(p))) * p[order]))
+    out = np.empty_like(adjusted)
+    out[order] = adjusted
+    return out  # an array, not a list: fine
+
+
+@pytest.mark.parametrize(
+    "right", [holm, holm_in_numpy, lambda p: tuple(_step_down(p)), lambda p: torch.tensor(holm(p))]
+)
+def test_check_holm_passes_the_reference_and_its_variants(right, capsys):
+    check_holm(right)
+    assert capsys.readouterr().out.startswith("✓ holm matches")
+
+
+def test_check_holm_names_each_mistake():
+    messages = assert_each_named_as_itself(
+        check_holm,
+        [
+            ("raw", lambda p: list(p), r"these are the p-values unchanged"),
+            ("bonferroni", lambda p: [min(1.0, len(p) * x) for x in p], r"that is Bonferroni's correction"),
+            ("reversed", lambda p: _step_down(p, multiplier=lambda m, rank: rank + 1), r"the other way round"),
+            ("not monotone", lambda p: _step_down(p, monotone=False), r"keep the adjusted p's\s+non-decreasing"),
+            ("no cap", lambda p: _step_down(p, cap=False), r"cap each at 1"),
+            ("sorted", lambda p: _step_down(p, keep_order=False), r"came back sorted"),
+            ("one short", lambda p: holm(p)[:-1], r"expected \d adjusted p-values, one per p given"),
+            ("a number", lambda p: min(holm(p)), r"expected a list of \d adjusted p-values, got float"),
+            ("off", lambda p: [min(1.0, x * 1.5) for x in holm(p)], r"sort the p's, multiply the i-th smallest"),
+        ],
+    )
+    assert all("(for the p's [" in message for message in messages)

@@ -8,8 +8,20 @@ import torch
 from checker_cases import assert_each_named_as_itself
 
 from utils.checks.core import CheckFailed
-from utils.checks.inspection import check_attention_rollout, check_mean_attention_distance
-from utils.inspection import attention_rollout, mean_attention_distance
+from utils.checks.inspection import (
+    check_attention_rollout,
+    check_insertion_images,
+    check_local_head,
+    check_mean_attention_distance,
+)
+from utils.inspection import (
+    attention_rollout,
+    delete_patches,
+    keep_patches,
+    local_attention,
+    mean_attention_distance,
+    top_patches,
+)
 
 
 def per_layer(attn, heads=lambda a: a.mean(dim=2), residual=True, rows=True):
@@ -332,3 +344,136 @@ def test_check_attention_rollout_says_what_came(turn, words):
 def test_check_mean_attention_distance_says_what_came(turn, words):
     with pytest.raises(CheckFailed, match=words):
         check_mean_attention_distance(lambda attn, g, p: turn(mean_attention_distance(attn, g, p)))
+
+
+# ---- the insertion test's images and the made-up local head ------------------------------------
+
+
+def test_check_insertion_images_passes_the_reference_and_equivalents(capsys):
+    check_insertion_images(lambda images, scores, k, fill: keep_patches(images, top_patches(scores, k), fill))
+    check_insertion_images(lambda images, scores, k, fill: delete_patches(images, ~top_patches(scores, k), fill))
+
+    def by_hand(images, scores, k, fill):  # a mask blown up to pixels, torch.where
+        B, C, H, W = images.shape
+        keep = top_patches(scores, k)
+        pixels = keep.repeat_interleave(H // keep.shape[1], 1).repeat_interleave(W // keep.shape[2], 2)
+        return torch.where(pixels[:, None], images, fill.reshape(1, C, 1, 1))
+
+    check_insertion_images(by_hand)
+    assert capsys.readouterr().out.count("✓ insertion_images matches the reference on 5 cases: exact") == 3
+
+
+def test_check_insertion_images_names_each_mistake():
+    assert_each_named_as_itself(
+        check_insertion_images,
+        [
+            ("deletion", lambda i, s, k, f: delete_patches(i, top_patches(s, k), f), "that is the deletion test"),
+            ("lowest", lambda i, s, k, f: keep_patches(i, top_patches(-s, k), f), "lowest scores"),
+            ("black", lambda i, s, k, f: keep_patches(i, top_patches(s, k), 0.0), r"painted with 0 \(black\)"),
+            (
+                "swapped",
+                lambda i, s, k, f: keep_patches(i, top_patches(s, k).transpose(1, 2).contiguous(), f),
+                "rows and columns swapped",
+            ),
+            ("unchanged", lambda i, s, k, f: i, "returned the images unchanged"),
+            (
+                "n minus k",
+                lambda i, s, k, f: keep_patches(i, top_patches(s, s.shape[1] * s.shape[2] - k), f),
+                "kept N - k patches",
+            ),
+            ("slightly off", lambda i, s, k, f: keep_patches(i, top_patches(s, k), f) * 1.01, "max difference"),
+        ],
+    )
+
+
+def plus_head(side):
+    weights = local_attention(side)
+    index = torch.arange(side * side)
+    row, col = index // side, index % side
+    near = ((row[:, None] - row[None]).abs() + (col[:, None] - col[None]).abs() <= 1).float()
+    weights[1:, 1:] = near / near.sum(dim=-1, keepdim=True)
+    return weights
+
+
+def unnormalised_head(side):
+    weights = local_attention(side)
+    weights[1:, 1:] = (weights[1:, 1:] > 0).float() / 9
+    return weights
+
+
+def test_check_local_head_passes_the_reference_and_a_version_written_with_cdist(capsys):
+    def with_cdist(side):
+        cells = torch.cartesian_prod(torch.arange(side), torch.arange(side)).float()  # (N, 2) row-major
+        near = (torch.cdist(cells, cells) < 1.5).float()  # 1 or sqrt(2) apart, or itself
+        weights = torch.zeros(side * side + 1, side * side + 1)
+        weights[0, 0] = 1
+        weights[1:, 1:] = near / near.sum(dim=-1, keepdim=True)
+        return weights
+
+    check_local_head(local_attention)
+    check_local_head(with_cdist)
+    assert capsys.readouterr().out.count("✓ local_head matches the reference on 4 cases: exact") == 2
+
+
+def _head_from(side, near):
+    weights = local_attention(side)
+    weights[1:, 1:] = near.float() / near.float().sum(dim=-1, keepdim=True)
+    return weights
+
+
+def _steps(side):
+    index = torch.arange(side * side)
+    row, col = index // side, index % side
+    return (row[:, None] - row[None]).abs(), (col[:, None] - col[None]).abs(), index
+
+
+def without_itself(side):
+    rows, cols, _ = _steps(side)
+    return _head_from(side, (rows <= 1) & (cols <= 1) & (rows + cols > 0))
+
+
+def wrapping(side):
+    rows, cols, _ = _steps(side)
+    return _head_from(side, (torch.minimum(rows, side - rows) <= 1) & (torch.minimum(cols, side - cols) <= 1))
+
+
+def flattened(side):
+    _, _, index = _steps(side)
+    return _head_from(side, (index[:, None] - index[None]).abs() <= 1)
+
+
+def reads_class_token(side):
+    weights = local_attention(side)
+    weights[1:, 0] = 1.0  # the class token counted as one more neighbour
+    weights[1:, 1:] = (weights[1:, 1:] > 0).float()
+    return weights / weights.sum(dim=-1, keepdim=True)
+
+
+def test_check_local_head_names_each_mistake():
+    def uniform_cls(side):
+        weights = local_attention(side)
+        weights[0] = 1 / weights.shape[0]
+        return weights
+
+    def zero_cls(side):
+        weights = local_attention(side)
+        weights[0] = 0
+        return weights
+
+    assert_each_named_as_itself(
+        check_local_head,
+        [
+            ("plus", plus_head, "only up, down, left and right"),
+            ("edges", unnormalised_head, "not renormalised at the edges"),
+            ("uniform class token", uniform_cls, "class token's row is uniform"),
+            ("zero class token", zero_cls, "class token's row is all zeros"),
+            ("transposed", lambda side: local_attention(side).T.contiguous(), "transposed"),
+            ("patches only", lambda side: local_attention(side)[1:, 1:], "returned the patches only"),
+            ("5 x 5", lambda side: local_attention(side, radius=2), "5 x 5"),
+            ("itself left out", without_itself, "leaves itself out"),
+            ("wraps", wrapping, "wraps around the edges"),
+            ("flattened", flattened, "along the flattened sequence"),
+            ("reads the class token", reads_class_token, "also attend to the class token"),
+            ("scaled", lambda side: local_attention(side) * 1.01, "max difference"),
+        ],
+    )

@@ -9,7 +9,15 @@ import torch
 from checker_cases import assert_each_named_as_itself
 
 from utils.checks.core import CheckFailed
-from utils.checks.pretrained import check_convert_layer, check_preprocess
+from utils.checks.pretrained import (
+    JAX_CASES,
+    check_convert_jax_block,
+    check_convert_layer,
+    check_preprocess,
+    jax_block_example,
+    jax_block_forward,
+)
+from utils.encoder import EncoderBlock
 from utils.imagenet import normalize
 from utils.pretrained import hf_to_timm
 
@@ -261,124 +269,149 @@ def test_check_convert_layer_turns_errors_into_failures():
 
 # ---- preparing a photo ---------------------------------------------------------------------
 
-
-def preprocess(pixels):
-    """The reference: channels first, a batch dimension, [0, 1], then mean 0.5 and std 0.5."""
-    return normalize(torch.from_numpy(pixels).permute(2, 0, 1)[None].float() / 255)
+VIT = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 
-def preprocess_in_numpy(pixels):
-    """A correct answer in NumPy: one step from 0..255 to [-1, 1], float32 throughout."""
-    x = pixels.astype(np.float32) / 127.5 - 1  # (H, W, 3) in [-1, 1]
+def preprocess(pixels, mean, std):
+    """The reference: channels first, a batch dimension, [0, 1], then (x - mean) / std per channel."""
+    return normalize(torch.from_numpy(pixels).permute(2, 0, 1)[None].float() / 255, mean, std)
+
+
+def preprocess_in_numpy(pixels, mean, std):
+    """A correct answer in NumPy, float32 throughout."""
+    x = (pixels.astype(np.float32) / 255 - np.float32(mean)) / np.float32(std)  # (H, W, 3)
     return torch.from_numpy(np.ascontiguousarray(x.transpose(2, 0, 1)))[None]  # (1, 3, H, W)
 
 
-def by_hand(pixels, scale=255.0, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), divide=True, bgr=False):
-    """The preprocessing written out by hand, with switches for the mistakes."""
+def by_hand(pixels, mean, std, scale=255.0, divide=True, bgr=False, use=None):
+    """The preprocessing written out by hand, with switches for the mistakes (use: fixed stats)."""
+    mean, std = use if use is not None else (mean, std)
     x = torch.tensor(pixels).float().permute(2, 0, 1).unsqueeze(0) / scale  # (1, 3, H, W)
     mean, std = torch.tensor(mean).view(1, 3, 1, 1), torch.tensor(std).view(1, 3, 1, 1)
     x = (x - mean) / std if divide else (x - mean) * std
     return x.flip(1) if bgr else x
 
 
+def reshaped(pixels, mean, std):
+    """The commonest slip: reshape where permute belongs (the shape comes out right)."""
+    H, W, _ = pixels.shape
+    x = torch.from_numpy(pixels).float().reshape(1, 3, H, W) / 255
+    return (x - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+
+
 def test_check_preprocess_passes_the_reference_and_equivalents(capsys):
     check_preprocess(preprocess)
-    assert "✓ preprocess matches utils.imagenet.normalize on 2 random photos: exact" in capsys.readouterr().out
+    assert (
+        "✓ preprocess matches utils.imagenet.normalize on 2 random photos, with ViT-B/16's and DeiT's "
+        "normalisation: exact" in capsys.readouterr().out
+    )
     check_preprocess(preprocess_in_numpy)
     check_preprocess(by_hand)
-    check_preprocess(lambda pixels: preprocess(pixels).requires_grad_())
+    check_preprocess(lambda p, m, s: preprocess(p, m, s).requires_grad_())
     assert capsys.readouterr().out.count("✓ preprocess matches utils.imagenet.normalize on 2 random photos") == 3
 
 
-@pytest.mark.parametrize(
-    "wrong, words",
-    [
-        (lambda p: by_hand(p, scale=1.0), "you did not divide by 255: the pixels go from 0 to 255"),
-        (lambda p: torch.from_numpy(p).permute(2, 0, 1)[None].float(), "your values still go from 0 to 255"),
-        (
-            lambda p: by_hand(p, mean=(0, 0, 0), std=(1, 1, 1)),
-            r"your values are in \[0, 1\], but the model takes \[-1, 1\]",
+PREPROCESS_MISTAKES = [
+    ("reshape", reshaped, "you used reshape \\(or view\\) where permute belongs"),
+    ("view", lambda p, m, s: reshaped(p, m, s).view(1, 3, *p.shape[:2]), "where permute belongs"),
+    ("no 255", lambda p, m, s: by_hand(p, m, s, scale=1.0), "you did not divide by 255: the pixels go from 0 to 255"),
+    (
+        "0..255",
+        lambda p, m, s: torch.from_numpy(p).permute(2, 0, 1)[None].float(),
+        "your values still go from 0 to 255",
+    ),
+    (
+        "[0, 1]",
+        lambda p, m, s: by_hand(p, m, s, use=((0, 0, 0), (1, 1, 1))),
+        r"your values are in \[0, 1\], but not normalised",
+    ),
+    (
+        "fixed 0.5",
+        lambda p, m, s: by_hand(p, m, s, use=VIT),
+        r"you normalised with ViT-B/16's mean 0.5 .* use the arguments",
+    ),
+    (
+        "fixed ImageNet",
+        lambda p, m, s: by_hand(p, m, s, use=IMAGENET),
+        r"you normalised with ImageNet's mean .* use the arguments",
+    ),
+    ("times std", lambda p, m, s: by_hand(p, m, s, divide=False), "you multiplied by the std; divide by it"),
+    ("no std", lambda p, m, s: by_hand(p, m, (1, 1, 1)), "subtracted the mean but did not divide by the std"),
+    ("swapped", lambda p, m, s: by_hand(p, s, m), "you swapped mean and std"),
+    ("bgr", lambda p, m, s: by_hand(p, m, s, bgr=True), r"BGR order \(reversed\)"),
+    ("bgr photo", lambda p, m, s: preprocess(p[..., ::-1].copy(), m, s), r"BGR order"),
+    ("reversed stats", lambda p, m, s: by_hand(p, m[::-1], s[::-1]), "applied to the channels in reverse order"),
+    ("256", lambda p, m, s: by_hand(p, m, s, scale=256.0), r"you divided by 256"),
+    (
+        "own stats",
+        lambda p, m, s: (lambda x: (x - x.mean()) / x.std())(by_hand(p, m, s, use=((0, 0, 0), (1, 1, 1)))),
+        "you standardised the photo with its own mean and std",
+    ),
+    (
+        "own channel stats",
+        lambda p, m, s: (lambda x: (x - x.mean(dim=(2, 3), keepdim=True)) / x.std(dim=(2, 3), keepdim=True))(
+            by_hand(p, m, s, use=((0, 0, 0), (1, 1, 1)))
         ),
-        (
-            lambda p: by_hand(p, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
-            r"torchvision's ImageNet mean .* this ViT was trained with mean 0.5 and std 0.5",
-        ),
-        (lambda p: by_hand(p, divide=False), "you multiplied by the std; divide by it"),
-        (lambda p: by_hand(p, std=(1, 1, 1)), "subtracted the mean but did not divide by the std"),
-        (lambda p: by_hand(p, bgr=True), r"BGR order \(reversed\)"),
-        (
-            lambda p: preprocess(p[..., ::-1].copy()),
-            r"BGR order .*\(for a photo of 32 x 48 pixels, an array of "
-            r"shape \(32, 48, 3\)\)$",
-        ),
-        (
-            lambda p: preprocess(p) * 1.01,
-            r"^values differ from the reference: max difference .* for a photo of 32 x 48 pixels, .*; go through the "
-            r"steps: channels first",
-        ),
-    ],
-)
-def test_check_preprocess_names_the_mistake(wrong, words):
+        "you standardised each channel with its own mean and std",
+    ),
+    ("channels last", lambda p, m, s: preprocess(p, m, s)[0].permute(1, 2, 0), "the channels are still last"),
+    ("no batch", lambda p, m, s: preprocess(p, m, s)[0], r"there is no batch dimension; add one with \[None\]"),
+    ("h w", lambda p, m, s: preprocess(p, m, s).transpose(2, 3), "height and width are swapped"),
+    ("uint8", lambda p, m, s: torch.from_numpy(p).permute(2, 0, 1)[None], "it is still the photo's uint8 integers"),
+    (
+        "float64",
+        lambda p, m, s: preprocess(p, m, s).double(),
+        r"got float64 .*; float64 comes from NumPy arithmetic .* convert it with .float\(\)",
+    ),
+    (
+        "resized",
+        lambda p, m, s: torch.nn.functional.interpolate(preprocess(p, m, s), size=(224, 224)),
+        "already at the model's size, so do not resize it",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, wrong, words", PREPROCESS_MISTAKES, ids=[case[0] for case in PREPROCESS_MISTAKES])
+def test_check_preprocess_names_each_typical_mistake(name, wrong, words):
     with pytest.raises(CheckFailed, match=words):
         check_preprocess(wrong)
 
 
-@pytest.mark.parametrize(
-    "wrong, words",
-    [
-        (
-            lambda p: preprocess(p)[0].permute(1, 2, 0),
-            r"expected shape \(1, 3, H, W\) = \(1, 3, 32, 48\), got "
-            r"\(32, 48, 3\) .*: the channels are still last",
-        ),
-        (lambda p: preprocess(p).permute(0, 2, 3, 1), r"got \(1, 32, 48, 3\) .*channels are still last.*permute"),
-        (lambda p: preprocess(p)[0], r"got \(3, 32, 48\) .*: there is no batch dimension; add one with \[None\]"),
-        (
-            lambda p: preprocess(p).transpose(2, 3),
-            r"got \(1, 3, 48, 32\) .*: height and width are swapped; "
-            r"use .permute\(2, 0, 1\), not .permute\(2, 1, 0\)",
-        ),
-        (
-            lambda p: torch.nn.functional.interpolate(preprocess(p), size=(224, 224)),
-            r"got \(1, 3, 224, 224\) .*already at the model's size, so do not resize it",
-        ),
-        (
-            lambda p: preprocess(p).flatten(2),
-            r"^expected shape \(1, 3, H, W\) = \(1, 3, 32, 48\), got \(1, 3, 1536\) for a photo of 32 x 48 pixels, "
-            r"an array of shape \(32, 48, 3\)$",
-        ),
-    ],
-)
-def test_check_preprocess_names_a_wrong_shape(wrong, words):
-    with pytest.raises(CheckFailed, match=words):
-        check_preprocess(wrong)
+def test_no_preprocess_mistake_is_named_as_another():
+    assert_each_named_as_itself(check_preprocess, PREPROCESS_MISTAKES)
+
+
+def test_check_preprocess_names_reshape_for_permute_in_one_sentence():
+    with pytest.raises(CheckFailed) as failure:
+        check_preprocess(reshaped)
+    message = str(failure.value)
+    assert "permute" in message and "reshape" in message and "max difference" not in message
 
 
 @pytest.mark.parametrize(
     "wrong, words",
     [
+        (lambda p, m, s: None, "^expected a torch.Tensor, got None"),
+        (lambda p, m, s: preprocess(p, m, s) * math.nan, "values are NaN for a photo"),
         (
-            lambda p: torch.from_numpy(p).permute(2, 0, 1)[None],
-            r"expected a float32 tensor, got uint8 for a photo .*; it is still the photo's uint8 integers: convert it "
-            r"with .float\(\), divide by 255",
+            lambda p, m, s: preprocess(p, m, s).to("meta"),
+            r"is a tensor on the meta device .*keeps shapes but no values",
         ),
+        (lambda p, m, s: preprocess(p, m, s).tolist(), "^expected a torch.Tensor, got list"),
+        (lambda p, m, s: preprocess(p, m, s) > 0, r"^expected a float32 tensor, got bool"),
+        (lambda p, m, s: {}["pixel_values"], "your function raised KeyError"),
+        (lambda p, m, s: preprocess(p, m, s).numpy(), "expected a torch.Tensor, got ndarray"),
         (
-            lambda p: torch.from_numpy((p / 127.5 - 1).transpose(2, 0, 1).copy())[None],
-            r"got float64 .*; float64 comes from NumPy arithmetic .* convert it with .float\(\)",
+            lambda p, m, s: preprocess(p, m, s) * 1.01,
+            r"^values differ from the reference: max difference .*; go through",
         ),
-        (lambda p: preprocess(p).half(), r"got float16 .*; convert it with .float\(\)$"),
+        (lambda p, m, s: p, "expected a torch.Tensor, got ndarray"),
     ],
 )
-def test_check_preprocess_names_a_wrong_dtype(wrong, words):
+def test_check_preprocess_says_what_came(wrong, words):
     with pytest.raises(CheckFailed, match=words):
         check_preprocess(wrong)
-
-
-def test_check_preprocess_turns_errors_into_failures():
-    with pytest.raises(CheckFailed, match="your function raised KeyError"):
-        check_preprocess(lambda p: {}["pixel_values"])
-    with pytest.raises(CheckFailed, match="expected a torch.Tensor, got ndarray"):
-        check_preprocess(lambda p: preprocess(p).numpy())
 
 
 # ---- more mistakes, what came back, and no mistake named as another -----------------------
@@ -407,56 +440,149 @@ def test_check_convert_layer_says_what_came(wrong, words):
         check_convert_layer(wrong)
 
 
-PREPROCESS_MISTAKES = [
-    (lambda p: by_hand(p, scale=1.0), "you did not divide by 255: the pixels go from 0 to 255"),
-    (lambda p: torch.from_numpy(p).permute(2, 0, 1)[None].float(), "your values still go from 0 to 255"),
-    (lambda p: by_hand(p, mean=(0, 0, 0), std=(1, 1, 1)), r"your values are in \[0, 1\], but the model takes"),
+# ---- converting one block of the JAX original's layout ------------------------------------
+
+ATTN = "MultiHeadDotProductAttention_1/"
+
+
+def convert_jax_block(block):
+    """A correct converter, written out by hand."""
+    D = block["LayerNorm_0/scale"].shape[0]
+    parts = ("query", "key", "value")
+    return {
+        "norm1.weight": block["LayerNorm_0/scale"],
+        "norm1.bias": block["LayerNorm_0/bias"],
+        "attn.qkv.weight": torch.cat([block[f"{ATTN}{p}/kernel"].reshape(D, D).T for p in parts]),
+        "attn.qkv.bias": torch.cat([block[f"{ATTN}{p}/bias"].reshape(D) for p in parts]),
+        "attn.proj.weight": block[f"{ATTN}out/kernel"].reshape(D, D).T,
+        "attn.proj.bias": block[f"{ATTN}out/bias"],
+        "norm2.weight": block["LayerNorm_2/scale"],
+        "norm2.bias": block["LayerNorm_2/bias"],
+        "mlp.fc1.weight": block["MlpBlock_3/Dense_0/kernel"].T,
+        "mlp.fc1.bias": block["MlpBlock_3/Dense_0/bias"],
+        "mlp.fc2.weight": block["MlpBlock_3/Dense_1/kernel"].T,
+        "mlp.fc2.bias": block["MlpBlock_3/Dense_1/bias"],
+    }
+
+
+def convert_jax_block_by_einops_style(block):
+    """A correct converter that permutes before flattening, in float64, with fresh tensors."""
+    out = {}
+    D = block["LayerNorm_0/scale"].shape[0]
+    for mine, theirs in [("norm1", "LayerNorm_0"), ("norm2", "LayerNorm_2")]:
+        out[f"{mine}.weight"], out[f"{mine}.bias"] = block[f"{theirs}/scale"].clone(), block[f"{theirs}/bias"].double()
+    kernels = [block[f"{ATTN}{p}/kernel"].permute(1, 2, 0).reshape(D, D) for p in ("query", "key", "value")]
+    out["attn.qkv.weight"] = torch.cat(kernels).double()
+    out["attn.qkv.bias"] = torch.cat([block[f"{ATTN}{p}/bias"].flatten() for p in ("query", "key", "value")])
+    out["attn.proj.weight"] = block[f"{ATTN}out/kernel"].permute(2, 0, 1).reshape(D, D)
+    out["attn.proj.bias"] = block[f"{ATTN}out/bias"]
+    out["mlp.fc1.weight"], out["mlp.fc1.bias"] = block["MlpBlock_3/Dense_0/kernel"].mT, block["MlpBlock_3/Dense_0/bias"]
+    out["mlp.fc2.weight"], out["mlp.fc2.bias"] = block["MlpBlock_3/Dense_1/kernel"].mT, block["MlpBlock_3/Dense_1/bias"]
+    return out
+
+
+def test_the_reference_conversion_computes_what_the_jax_block_computes():
+    """Independent of the checker's own tables: an EncoderBlock holding the converted tensors and the
+    JAX block computed by einsum from its own tensors agree (exact GELU, eps 1e-6 on both sides)."""
+    for D, heads, hidden in JAX_CASES:
+        block = jax_block_example(D, heads, hidden)
+        ours = EncoderBlock(D, heads, mlp_ratio=hidden / D, norm_eps=1e-6).eval()
+        ours.load_state_dict(convert_jax_block(block))
+        x = torch.randn(3, 7, D)
+        with torch.no_grad():
+            torch.testing.assert_close(ours(x), jax_block_forward(block, x), rtol=1e-5, atol=1e-4)
+
+
+def test_check_convert_jax_block_passes_the_reference_and_equivalents(capsys):
+    check_convert_jax_block(convert_jax_block)
+    assert "✓ convert_jax_block matches the reference on 2 random blocks (12 tensors each): exact" in (
+        capsys.readouterr().out
+    )
+    check_convert_jax_block(convert_jax_block_by_einops_style)
+
+
+def jax_changed(**edits):
+    """A converter that returns the right dict with some tensors replaced (dots written as '__')."""
+
+    def convert(block):
+        out = convert_jax_block(block)
+        for key, make in edits.items():
+            out[key.replace("__", ".")] = make(block)
+        return out
+
+    return convert
+
+
+def _d(block):
+    return block["LayerNorm_0/scale"].shape[0]
+
+
+def _qkv(block, order=("query", "key", "value"), how=lambda k, D: k.reshape(D, D).T):
+    return torch.cat([how(block[f"{ATTN}{p}/kernel"], _d(block)) for p in order])
+
+
+JAX_MISTAKES = [
+    (jax_changed(attn__qkv__weight=lambda b: _qkv(b, how=lambda k, D: k.reshape(D, D))), "did not transpose"),
     (
-        lambda p: by_hand(p, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
-        r"torchvision's ImageNet mean .* this ViT was trained with mean 0.5 and std 0.5",
+        jax_changed(attn__qkv__weight=lambda b: _qkv(b, how=lambda k, D: k.transpose(1, 2).reshape(D, D).T)),
+        r"heads and head_dim axes are flattened in the wrong order \(head_dim first\)",
     ),
-    (lambda p: by_hand(p, divide=False), "you multiplied by the std; divide by it"),
-    (lambda p: by_hand(p, std=(1, 1, 1)), "subtracted the mean but did not divide by the std"),
-    (lambda p: by_hand(p, bgr=True), r"BGR order \(reversed\)"),
-    (lambda p: by_hand(p, scale=256.0), r"you divided by 256 \(or computed x / 128 - 1\)"),
-    (lambda p: torch.from_numpy(p).permute(2, 0, 1)[None].float() / 128 - 1, r"you divided by 256"),
+    (jax_changed(attn__qkv__weight=lambda b: _qkv(b, order=("key", "query", "value"))), r"in the order \[k; q; v\]"),
+    (jax_changed(attn__qkv__weight=lambda b: _qkv(b, how=lambda k, D: k)), r"got \(24, 2, 4\) .*flatten the heads"),
     (
-        lambda p: (lambda x: (x - x.mean()) / x.std())(by_hand(p, mean=(0, 0, 0), std=(1, 1, 1))),
-        "you standardised the photo with its own mean and std",
+        jax_changed(attn__qkv__bias=lambda b: torch.cat([b[f"{ATTN}{p}/bias"] for p in ("query", "key", "value")])),
+        r"attn.qkv.bias should have shape \(24,\), got \(6, 4\) .*flatten the heads",
     ),
     (
-        lambda p: (lambda x: (x - x.mean(dim=(2, 3), keepdim=True)) / x.std(dim=(2, 3), keepdim=True))(
-            by_hand(p, mean=(0, 0, 0), std=(1, 1, 1))
+        jax_changed(
+            attn__qkv__bias=lambda b: torch.cat([b[f"{ATTN}{p}/bias"].T.reshape(-1) for p in ("query", "key", "value")])
         ),
-        "you standardised each channel with its own mean and std",
+        "the bias's heads and head_dim axes are flattened in the wrong order",
     ),
-    (lambda p: preprocess(p)[0].permute(1, 2, 0), "the channels are still last"),
-    (lambda p: preprocess(p)[0], "there is no batch dimension"),
-    (lambda p: preprocess(p).transpose(2, 3), "height and width are swapped"),
-    (lambda p: torch.from_numpy(p).permute(2, 0, 1)[None], "it is still the photo's uint8 integers"),
+    (jax_changed(attn__qkv__bias=lambda b: torch.zeros(3 * _d(b))), "attn.qkv.bias is all zeros"),
+    (
+        jax_changed(attn__proj__weight=lambda b: b[f"{ATTN}out/kernel"].reshape(_d(b), _d(b))),
+        "attn.proj.weight is not transposed",
+    ),
+    (
+        jax_changed(attn__proj__weight=lambda b: b[f"{ATTN}out/kernel"]),
+        r"attn.proj.weight should have shape \(8, 8\), got \(2, 4, 8\) .*flatten the heads",
+    ),
+    (jax_changed(norm1__weight=lambda b: b["LayerNorm_2/scale"]), "norm1 and norm2 are swapped"),
+    (jax_changed(norm2__bias=lambda b: b["LayerNorm_2/scale"]), "a LayerNorm's scale and bias are swapped"),
+    (
+        jax_changed(mlp__fc1__weight=lambda b: b["MlpBlock_3/Dense_0/kernel"]),
+        r"mlp.fc1.weight should have shape .*not transposed",
+    ),
+    (jax_changed(mlp__fc1__bias=lambda b: b["MlpBlock_3/Dense_1/bias"]), "mlp.fc1 and mlp.fc2 are swapped"),
+    (
+        jax_changed(attn__proj__bias=lambda b: b["MlpBlock_3/Dense_1/bias"]),
+        "attn.proj.bias and mlp.fc2.bias are mixed up",
+    ),
+    (lambda b: b, "some keys still have their JAX names"),
+    (
+        lambda b: {k: v for k, v in convert_jax_block(b).items() if not k.startswith("attn.qkv")},
+        r"^your dict lacks the key\(s\) attn.qkv.weight, attn.qkv.bias \(for a block",
+    ),
+    (
+        jax_changed(mlp__fc2__bias=lambda b: b["MlpBlock_3/Dense_1/bias"] * 1.01),
+        r"^mlp.fc2.bias: values differ .*needs .T",
+    ),
 ]
 
 
-@pytest.mark.parametrize("wrong, words", PREPROCESS_MISTAKES)
-def test_check_preprocess_names_each_typical_mistake(wrong, words):
+@pytest.mark.parametrize("wrong, words", JAX_MISTAKES)
+def test_check_convert_jax_block_names_each_typical_mistake(wrong, words):
     with pytest.raises(CheckFailed, match=words):
-        check_preprocess(wrong)
+        check_convert_jax_block(wrong)
 
 
-def test_no_preprocess_mistake_is_named_as_another():
-    assert_each_named_as_itself(check_preprocess, PREPROCESS_MISTAKES)
+def test_no_jax_mistake_is_named_as_another():
+    assert_each_named_as_itself(check_convert_jax_block, JAX_MISTAKES)
 
 
-@pytest.mark.parametrize(
-    "wrong, words",
-    [
-        (lambda p: None, "^expected a torch.Tensor, got None"),
-        (lambda p: preprocess(p) * math.nan, "values are NaN for a photo"),
-        (lambda p: preprocess(p).to("meta"), r"is a tensor on the meta device .*keeps shapes but no values"),
-        (lambda p: preprocess(p).tolist(), "^expected a torch.Tensor, got list"),
-        (lambda p: preprocess(p) > 0, r"^expected a float32 tensor, got bool"),
-    ],
-)
-def test_check_preprocess_says_what_came(wrong, words):
-    with pytest.raises(CheckFailed, match=words):
-        check_preprocess(wrong)
+def test_check_convert_jax_block_says_what_came():
+    with pytest.raises(CheckFailed, match="^expected a dict that maps the course's names to tensors, got None"):
+        check_convert_jax_block(lambda b: None)
+    with pytest.raises(CheckFailed, match="norm1.bias should be a torch.Tensor, got list"):
+        check_convert_jax_block(jax_changed(norm1__bias=lambda b: b["LayerNorm_0/bias"].tolist()))

@@ -2,6 +2,7 @@
 else comes back into a failure that says what came."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -10,7 +11,16 @@ import torch.nn.functional as F
 from checker_cases import assert_each_named_as_itself
 
 from utils.checks.core import CheckFailed
-from utils.checks.training import check_train_step, check_warmup_cosine, wrong_train_step
+from utils.checks.training import (
+    GRADE_CASES,
+    WRONG_GRADES,
+    WRONG_TABLES,
+    check_grade_higher,
+    check_match_row_norm,
+    check_train_step,
+    check_warmup_cosine,
+    wrong_train_step,
+)
 from utils.training import warmup_cosine
 
 # ---- the schedule ---------------------------------------------------------------------------
@@ -298,3 +308,86 @@ def test_check_train_step_says_what_came(result, words):
 
     with pytest.raises(CheckFailed, match=words):
         check_train_step(returns)
+
+
+# ---- grading a comparison by the rubric ---------------------------------------------------------
+
+
+def welch_grade(a, b, effect):
+    """The rubric written out with scipy (an independent reference for the checker's cases)."""
+    from scipy import stats
+
+    test = stats.ttest_ind(a, b, equal_var=False)
+    difference = np.mean(a) - np.mean(b)
+    low, high = test.confidence_interval(0.95)
+    if high < effect:
+        return "refuted"
+    return "supported" if difference > 0 and test.pvalue < 0.05 else "inconclusive"
+
+
+def test_check_grade_higher_passes_the_rubric_and_its_variants(capsys):
+    from utils.rubric import grade
+
+    check_grade_higher(welch_grade)
+    check_grade_higher(lambda a, b, effect: grade(a, b, claim="higher", effect=effect))  # a Grade will do
+    check_grade_higher(lambda a, b, effect: welch_grade(a, b, effect).upper())
+    out = capsys.readouterr().out
+    assert out.count("✓ grade_higher gives the rubric's outcome in all 5 cases") == 3
+
+
+def test_the_grade_cases_cover_every_outcome_and_welch_decides_each():
+    from utils.rubric import grade
+
+    grades = [grade(a, b, claim="higher", effect=effect) for a, b, effect in GRADE_CASES]
+    assert {g.outcome for g in grades} == {"supported", "refuted", "inconclusive"}
+    assert all(g.decided_by == "Welch" for g in grades)
+    assert [welch_grade(a, b, e) for a, b, e in GRADE_CASES] == [g.outcome for g in grades]
+
+
+def test_check_grade_higher_names_each_mistake():
+    named = [(f"mistake {i}", wrong, re.escape(sentence[:40])) for i, (wrong, sentence) in enumerate(WRONG_GRADES)]
+    assert_each_named_as_itself(check_grade_higher, named)
+
+
+@pytest.mark.parametrize(
+    "wrong, words",
+    [
+        (lambda a, b, effect: a, r"return the outcome as a string, .*got list of 5"),
+        (
+            lambda a, b, effect: "significant",
+            r"return one of 'supported', 'refuted', 'inconclusive', got 'significant'",
+        ),
+        (lambda a, b, effect: None, r"got None"),
+        (lambda a, b, effect: "supported", r"the outcome is 'inconclusive', you gave 'supported': the difference is"),
+    ],
+)
+def test_check_grade_higher_says_what_came(wrong, words):
+    with pytest.raises(CheckFailed, match=words):
+        check_grade_higher(wrong)
+
+
+# ---- the magnitude-matched position table -------------------------------------------------------
+
+
+def test_check_match_row_norm_passes_the_reference_and_its_variants(capsys):
+    check_match_row_norm(lambda t, target: t * target / t[0, 1:].norm(dim=-1).mean())
+    check_match_row_norm(lambda t, target: torch.cat([t[:, :1], t[:, 1:] * target / t[0, 1:].norm(dim=-1).mean()], 1))
+    check_match_row_norm(lambda t, target: t.double() * target / t[0, 1:].double().norm(dim=-1).mean())
+    assert capsys.readouterr().out.count("✓ match_row_norm scales the table by one factor") == 3
+
+
+def test_check_match_row_norm_names_each_mistake():
+    def in_place(t, target):
+        return t.mul_(target / t[0, 1:].norm(dim=-1).mean())
+
+    named = [(f"mistake {i}", make_wrong(w), re.escape(s[:40])) for i, (w, s) in enumerate(WRONG_TABLES)]
+    named += [
+        ("in place", in_place, r"you changed the table you were given \(in place"),
+        ("the factor", lambda t, target: target / t[0, 1:].norm(dim=-1).mean(), r"return the whole table, shape"),
+        ("first parameter", lambda t, target: t, r"the patch rows' mean norm is .* expected 0.14"),
+    ]
+    assert_each_named_as_itself(check_match_row_norm, named)
+
+
+def make_wrong(wrong):
+    return lambda t, target: wrong(t, target)

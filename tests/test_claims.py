@@ -2,27 +2,38 @@
 claims` shipped for them (utils/results/lesson9.json): complete, made by today's recipes, and
 reproduced by a rerun."""
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
 from utils.ablations import SEEDS, Experiment, agreement, experiment_data, made_here, shipped_results
 from utils.claims import (
+    CLAIMS,
+    CORE,
     RESULTS_FILE,
     TRIALS,
     Trial,
     after_epoch,
     agrees_with_shipped,
+    attention_logits,
+    grade_claim,
+    max_attention_logits,
     mirror_advantage,
     mirror_pairs,
     nearest_is_neighbour,
     position_structure,
+    run_arm,
     run_trial,
     shipped_runs,
     shipped_values,
+    sincos_matched,
+    verdict_lines,
 )
 from utils.embeddings import gaussian_pos_embed, grid_distance, pos_embed_similarity, sincos_pos_embed_2d
+from utils.rubric import INCONCLUSIVE, NOT_TESTABLE, REFUTED, SUPPORTED, holm
 from utils.runtime import set_seed
 
 
@@ -48,18 +59,18 @@ def test_a_rerun_reproduces_the_shipped_seed_0(name):
     run, runs = run_trial(name, 0, data), shipped_runs(name)
     for key in ("val_accuracy", "test_accuracy"):
         agrees = agrees_with_shipped(name, run, data, key)
-        assert agrees and agrees.exact == made_here(RESULTS_FILE), str(agrees)
+        assert agrees and agrees.exact == made_here(RESULTS_FILE, name), str(agrees)
     assert run["steps"] == runs[0]["steps"]
     for parameter, growth in runs[0].get("growth", {}).items():
         seeds = [shipped["growth"][parameter] for shipped in runs]
-        agrees = agreement(run["growth"][parameter], growth, seeds, exact=made_here(RESULTS_FILE))
+        agrees = agreement(run["growth"][parameter], growth, seeds, exact=made_here(RESULTS_FILE, name))
         assert agrees, f"{parameter}: {agrees}"
 
 
 def test_the_inits_are_the_ones_named():
     def cls_token(kind):
         set_seed(0)
-        return TRIALS[f"digits, class token {kind}"].build().cls_token.detach().flatten()
+        return Trial(TRIALS["digits"].experiment, {"cls_token": kind}).build().cls_token.detach().flatten()
 
     D = 64
     bound = math.sqrt(6 / (2 * D))  # Xavier-uniform on (1, 1, D): fan_in = fan_out = D
@@ -176,3 +187,107 @@ def test_a_trial_refuses_another_trials_data_and_a_bad_seed_before_training():
         run_trial("orientation 1000", 1.5, quarter)
     with pytest.raises(ValueError, match=r"run\['val_accuracy'\] must be a fraction from 0 to 1, got 97.0"):
         agrees_with_shipped("orientation 1000", {"seed": 0, "val_accuracy": 97.0}, quarter)
+
+
+# ---- issue 32: the magnitude-matched arm, the attention logits, the verdicts ----------------------
+
+
+def test_sincos_at_learned_scale_keeps_sin_cos_and_takes_the_learned_rows_size():
+    set_seed(0)
+    learned = TRIALS["orientation"].build().pos_embed.detach()
+    set_seed(0)
+    model = TRIALS["orientation, sincos at learned scale"].build()
+    table = model.pos_embed.detach()
+    rows = table[0, 1:].norm(dim=-1)  # (N,)
+    torch.testing.assert_close(rows, torch.full_like(rows, float(learned[0, 1:].norm(dim=-1).mean())))
+    full = sincos_pos_embed_2d(4, 64)
+    cos = torch.nn.functional.cosine_similarity(table[0, 1:], full[0, 1:], dim=-1)
+    torch.testing.assert_close(cos, torch.ones_like(cos))  # the same directions: only the size differs
+    assert (table[0, 0] == 0).all()  # the class token's row, as in sincos_pos_embed_2d
+    torch.testing.assert_close(sincos_matched(model), table)  # the rows' norm is kept: scaling again changes nothing
+    assert TRIALS["orientation, sincos at learned scale"].experiment.fit["lr_multipliers"] == {"pos_embed": 0.0}
+
+
+def test_attention_logits_are_what_the_softmax_turns_into_the_attention():
+    set_seed(0)
+    model = TRIALS["digits"].build()
+    images = experiment_data("digits").val.tensors[0][:8]
+    logits = attention_logits(model, images)  # depth x (B, heads, T, T)
+    _, attention = model(images, return_attention=True)  # (depth, B, heads, T, T)
+    torch.testing.assert_close(torch.stack([block.softmax(dim=-1) for block in logits]), attention)
+    assert max_attention_logits(model, images) == [float(block.max()) for block in logits]
+
+
+def test_run_arm_runs_a_trial_of_your_own_and_refuses_a_name():
+    run = run_arm(Trial(Experiment("digits", "vit", {"steps": 3, "lr": 3e-3})), 0)
+    assert run["steps"] == 3 and 0 <= run["val_accuracy"] <= 1
+    with pytest.raises(TypeError, match=r"trial must be a Trial \(utils.claims\), got 'digits' \(str\)"):
+        run_arm("digits", 0)
+
+
+# The outcome of every claim as lesson 9 states it (its text and its summary table).
+EXPECTED = {
+    "1": f"mixed: 1 {INCONCLUSIVE}, 2 {REFUTED}",
+    "1, x10": f"mixed: 2 {SUPPORTED}, 1 {INCONCLUSIVE}",
+    "2": REFUTED,
+    "3": f"mixed: 4 {REFUTED}, 2 {SUPPORTED}",
+    "3, scale": f"{SUPPORTED} (2 of 2)",
+    "4": INCONCLUSIVE,
+    "5": f"{INCONCLUSIVE} (2 of 2)",
+    "5, NaN": NOT_TESTABLE,
+    "6": SUPPORTED,
+    "7": INCONCLUSIVE,
+    "8": f"{REFUTED} (6 of 6)",
+    "9": INCONCLUSIVE,
+    "10": f"mixed: 3 {REFUTED}, 1 {SUPPORTED}",
+    "11": f"{REFUTED} (3 of 3)",
+    "12": SUPPORTED,
+    "13": SUPPORTED,
+}
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "09_claims.ipynb"
+
+
+def _printed(path: Path = NOTEBOOK) -> str:
+    cells = json.loads(path.read_text())["cells"]
+    return "".join(
+        "".join(output.get("text", ""))
+        for cell in cells
+        if cell["cell_type"] == "code"
+        for output in cell.get("outputs", [])
+    )
+
+
+def test_every_printed_verdict_is_rederived_from_the_results_file():
+    """Each graded line lesson 9 prints (its stored outputs) comes out of utils/results/lesson9.json
+    again, and each claim's outcome is the one the lesson states."""
+    from utils.claims import outcome_of
+
+    printed = _printed()
+    assert list(CLAIMS) == list(EXPECTED)
+    for key in CLAIMS:
+        assert outcome_of(grade_claim(key)) == EXPECTED[key], key
+        for line in verdict_lines(key):
+            assert line in printed, f"claim {key}: {line!r} is not what the lesson prints"
+    assert set(CORE) <= set(CLAIMS)
+
+
+def test_the_verdicts_follow_from_holm_over_each_family():
+    """The rubric's Holm step, redone by hand for claim 8's six comparisons."""
+    from utils.rubric import grade
+
+    grades = grade_claim("8")
+    alone = [grade(**g).p_adjusted for g in CLAIMS["8"].family().values()]
+    assert [g.p_adjusted for g in grades.values()] == pytest.approx(holm(alone))
+    assert all(g.family == 6 for g in grades.values())
+
+
+def test_run_experiments_drops_only_what_the_suite_no_longer_defines():
+    """tools/run_experiments.py --drop: an experiment the suite still defines is refused by name."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from run_experiments import stored_results
+
+    with pytest.raises(ValueError, match=r"--drop 'digits': --suite claims still defines it"):
+        stored_results(RESULTS_FILE, ["orientation"], "claims", drop=["digits"])
+    assert list(stored_results(RESULTS_FILE, ["orientation"], "claims", drop=["gone"])["experiments"]) == list(TRIALS)

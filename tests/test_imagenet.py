@@ -5,7 +5,16 @@ import numpy as np
 import pytest
 import torch
 
-from utils.imagenet import imagenet_classes, imagenet_synsets, normalize, top_k
+from utils.imagenet import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    VIT_MEAN,
+    VIT_STD,
+    imagenet_classes,
+    imagenet_synsets,
+    normalize,
+    top_k,
+)
 
 
 def test_the_class_list_is_imagenet_1k_in_the_checkpoints_order():
@@ -102,3 +111,12 @@ def test_top_k_refuses_a_k_beyond_the_classes_and_logits_of_the_wrong_kind():
         top_k([[0.0, 1.0, 2.0]], classes)
     with pytest.raises(TypeError, match="list of names"):
         top_k(torch.rand(1, 3), "abc")
+
+
+def test_normalize_takes_either_checkpoints_statistics():
+    """ViT-B/16's (0.5 everywhere: [0, 1] -> [-1, 1]) and ImageNet's (DeiT, torchvision), per channel."""
+    images = torch.rand(2, 3, 4, 5)
+    torch.testing.assert_close(normalize(images, VIT_MEAN, VIT_STD), images * 2 - 1)
+    mean, std = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    torch.testing.assert_close(normalize(images, IMAGENET_MEAN, IMAGENET_STD), (images - mean) / std)
+    assert IMAGENET_MEAN == (0.485, 0.456, 0.406) and IMAGENET_STD == (0.229, 0.224, 0.225)

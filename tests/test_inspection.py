@@ -15,13 +15,18 @@ from utils.inspection import (
     attention_entropy,
     attention_rollout,
     attention_share,
+    background_distance,
     cls_attention_map,
     delete_patches,
+    keep_patches,
+    local_attention,
     mean_attention_distance,
+    paired_bootstrap,
     patch_coverage,
     patch_embedding_components,
     prune_heads,
     readout_gradient_norm,
+    row_column_similarity,
     top_patches,
 )
 
@@ -656,3 +661,97 @@ def test_readout_gradient_norm_refuses_what_does_not_fit(model, images, labels, 
         readout_gradient_norm(model, images, labels)
     if isinstance(model, VisionTransformer):
         assert hooks_on(model) == 0 and not model.training
+
+
+# ---- lesson 7's baselines, intervals and table shapes ---------------------------------------------
+
+
+def test_background_distance_is_each_patchs_mean_pixel_distance_by_hand():
+    generator = torch.Generator().manual_seed(0)
+    images = torch.rand(2, 3, 6, 9, generator=generator)
+    background = torch.tensor([0.1, 0.2, 0.3])
+    scores = background_distance(images, background, patch_size=3)  # (2, 2, 3)
+    assert scores.shape == (2, 2, 3)
+    for b in range(2):
+        for r in range(2):
+            for c in range(3):
+                patch = images[b, :, 3 * r : 3 * r + 3, 3 * c : 3 * c + 3]  # (3, 3, 3)
+                by_hand = np.mean(
+                    [math.dist(patch[:, i, j].tolist(), background.tolist()) for i in range(3) for j in range(3)]
+                )
+                assert scores[b, r, c].item() == pytest.approx(by_hand, abs=1e-6)
+
+
+def test_background_distance_is_zero_on_the_background_and_refuses_a_wrong_patch_size():
+    images = torch.full((1, 3, 4, 4), 0.5)
+    images[0, :, :2, :2] = 1.0
+    scores = background_distance(images, 0.5, patch_size=2)
+    assert scores[0, 0, 0] > 0 and (scores.flatten()[1:] == 0).all()
+    with pytest.raises(ValueError, match="do not split into patches of 3x3"):
+        background_distance(images, 0.5, patch_size=3)
+    with pytest.raises(ValueError, match=r"one value per channel \(3,\)"):
+        background_distance(images, torch.zeros(2), patch_size=2)
+
+
+def test_keep_patches_is_deleting_the_others():
+    generator = torch.Generator().manual_seed(1)
+    images = torch.rand(2, 3, 8, 8, generator=generator)
+    mask = top_patches(torch.randn(2, 4, 4, generator=generator), 5)
+    fill = torch.tensor([0.1, 0.2, 0.3])
+    kept = keep_patches(images, mask, fill)
+    assert torch.equal(kept, delete_patches(images, ~mask, fill))
+    assert torch.equal(keep_patches(images, torch.ones(2, 4, 4, dtype=torch.bool), fill), images)
+    everything_painted = keep_patches(images, torch.zeros(2, 4, 4, dtype=torch.bool), fill)
+    assert torch.equal(everything_painted, fill.reshape(1, 3, 1, 1).expand_as(images))
+    with pytest.raises(ValueError, match="boolean patches"):
+        keep_patches(images, mask.float(), fill)
+
+
+def test_paired_bootstrap_agrees_with_scipy_and_is_zero_for_the_same_answers():
+    generator = torch.Generator().manual_seed(2)
+    a = torch.rand(400, generator=generator) < 0.7
+    b = torch.rand(400, generator=generator) < 0.6
+    gap, low, high = paired_bootstrap(a, b, samples=4000)
+    assert gap == pytest.approx((a.float() - b.float()).mean().item())
+    reference = scipy.stats.bootstrap(
+        ((a.float() - b.float()).numpy(),), np.mean, n_resamples=4000, method="percentile", random_state=0
+    ).confidence_interval
+    assert low == pytest.approx(reference.low, abs=0.01) and high == pytest.approx(reference.high, abs=0.01)
+    assert low < gap < high
+    assert paired_bootstrap(a, a) == (0.0, 0.0, 0.0)
+    assert paired_bootstrap(a, b, seed=3) == paired_bootstrap(a, b, seed=3)
+    with pytest.raises(ValueError, match="two answers per image"):
+        paired_bootstrap(a, b[:10])
+
+
+def test_local_attention_reads_3_by_3_neighbourhoods():
+    weights = local_attention(4)  # (17, 17)
+    assert weights.shape == (17, 17)
+    torch.testing.assert_close(weights.sum(dim=-1), torch.ones(17))
+    assert weights[0, 0] == 1 and (weights[1:, 0] == 0).all()
+    counts = (weights[1:, 1:] > 0).sum(dim=-1).reshape(4, 4)  # neighbourhood sizes on the grid
+    assert counts.tolist() == [[4, 6, 6, 4], [6, 9, 9, 6], [6, 9, 9, 6], [4, 6, 6, 4]]
+    # by hand: per patch, the mean distance to its neighbourhood, 8 px patches
+    by_hand = []
+    for r in range(4):
+        for c in range(4):
+            near = [(i, j) for i in range(4) for j in range(4) if abs(i - r) <= 1 and abs(j - c) <= 1]
+            by_hand.append(np.mean([8 * math.hypot(i - r, j - c) for i, j in near]))
+    measured = mean_attention_distance(weights[None, None, None], grid_size=4, patch_size=8).item()
+    assert measured == pytest.approx(np.mean(by_hand), abs=1e-5)
+    assert measured == pytest.approx(7.7, abs=0.05)
+    assert (local_attention(3, radius=0)[1:, 1:] == torch.eye(9)).all()
+
+
+def test_row_column_similarity_tells_a_row_code_from_a_column_code():
+    rows = torch.arange(16) // 4
+    row_code = F.one_hot(rows, 4).float()  # (16, 4): one direction per row
+    similarity = F.normalize(row_code, dim=-1) @ F.normalize(row_code, dim=-1).T
+    assert row_column_similarity(similarity, 4) == (1.0, 0.0)
+    column_code = F.one_hot(torch.arange(16) % 4, 4).float()
+    similarity = column_code @ column_code.T
+    assert row_column_similarity(similarity, 4) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="expected \\(16, 16\\) similarities for a 4 x 4 grid"):
+        row_column_similarity(torch.eye(9), 4)
+    with pytest.raises(ValueError, match="needs 2 x 2"):
+        row_column_similarity(torch.eye(3), (1, 3))

@@ -10,6 +10,8 @@ import pytest
 from notebook_cells import ROOT
 
 CORE_WORDS = 2200
+# lessons whose core carries training runs and graded experiments (lessons 6 and 9) may take 2,500
+CORE_WORDS_WITH_EXPERIMENTS = {"06_training": 2500, "09_claims": 2500}
 # The lessons rewritten into one sitting so far; each lesson-rewrite issue adds its lessons here.
 ONE_SITTING = [
     "01_patches",
@@ -17,6 +19,10 @@ ONE_SITTING = [
     "03_attention",
     "04_multi_head",
     "05_encoder",
+    "06_training",
+    "07_inside_vit",
+    "08_real_weights",
+    "09_claims",
     "10_backward_by_hand",
     "14_beyond_one_process",
 ]
@@ -53,7 +59,8 @@ def test_the_core_path_is_one_sitting(name):
     cells = markdown_cells(name)
     assert any(GOING_FURTHER.search(text) for text in cells), f"{name} has no '## Going further' section"
     words = core_words(cells)
-    assert words <= CORE_WORDS, f"{name}: {words} words before 'Going further', over {CORE_WORDS}"
+    limit = CORE_WORDS_WITH_EXPERIMENTS.get(name, CORE_WORDS)
+    assert words <= limit, f"{name}: {words} words before 'Going further', over {limit}"
 
 
 @pytest.mark.parametrize("name", ONE_SITTING)

@@ -2,9 +2,10 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from utils.patches import PatchEmbedding, patchify, unpatchify
+from utils.patches import PatchEmbedding, patchify, resize_patch_embed, resize_patches, unpatchify
 from utils.validation import WrongTypeError
 
 # (B, C, H, W, P): square and non-square images, RGB and grayscale, P = 1 and P = side.
@@ -245,3 +246,51 @@ def test_patch_embedding_names_a_device_mismatch():
         embed = PatchEmbedding(8, 4, 3, 6)  # weights on another device than the images
     with pytest.raises(ValueError, match=r"images are on cpu but the model is on meta; move them with"):
         embed(torch.zeros(2, 3, 8, 8))
+
+
+@pytest.mark.parametrize("old, new", [(4, 4), (4, 6), (4, 8), (8, 12), (3, 7)])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_flexivit_resize_keeps_every_token(old, new, mode):
+    """FlexiViT's promise: a patch resized to the new size, through the resized kernel, gives the
+    original kernel's token, <R x, w_new> = <x, w> (for a larger patch: R has full column rank)."""
+    torch.manual_seed(0)
+    weight = torch.randn(6, 3, old, old, dtype=torch.float64)
+    patches = torch.randn(10, 3, old, old, dtype=torch.float64)
+    resized_weight = resize_patch_embed(weight, new, mode)
+    assert resized_weight.shape == (6, 3, new, new)
+    tokens = torch.einsum("dcij,ncij->nd", weight, patches)
+    again = torch.einsum("dcij,ncij->nd", resized_weight, resize_patches(patches, new, mode))
+    torch.testing.assert_close(again, tokens, rtol=1e-10, atol=1e-10)
+    # in float32, to float32 rounding
+    w32, p32 = weight.float(), patches.float()
+    got = torch.einsum("dcij,ncij->nd", resize_patch_embed(w32, new, mode), resize_patches(p32, new, mode))
+    torch.testing.assert_close(got, tokens.float(), rtol=1e-5, atol=1e-5)
+
+
+def test_the_resize_matrix_is_torchs_interpolation():
+    torch.manual_seed(0)
+    patch = torch.randn(2, 3, 5, 5)
+    expected = F.interpolate(patch, size=(7, 7), mode="bilinear", align_corners=False, antialias=False)
+    torch.testing.assert_close(resize_patches(patch, 7), expected)
+
+
+def test_a_model_with_resized_patches_sees_resized_images_as_before():
+    """Through a whole patch embedding: images whose every patch is resized from 4 to 8 pixels,
+    embedded with the resized kernel, give the same tokens."""
+    torch.manual_seed(0)
+    embed = PatchEmbedding(16, 4, 3, 12)
+    images = torch.randn(2, 3, 16, 16)
+    patches = images.reshape(2, 3, 4, 4, 4, 4).permute(0, 2, 4, 1, 3, 5)  # (B, rows, cols, C, 4, 4)
+    bigger = resize_patches(patches, 8).permute(0, 3, 1, 4, 2, 5).reshape(2, 3, 32, 32)  # each patch now 8 x 8
+    resized = PatchEmbedding(32, 8, 3, 12)
+    with torch.no_grad():
+        resized.proj.weight.copy_(resize_patch_embed(embed.proj.weight, 8))
+        resized.proj.bias.copy_(embed.proj.bias)
+        torch.testing.assert_close(resized(bigger), embed(images), rtol=1e-5, atol=1e-5)
+
+
+def test_resize_patch_embed_refuses_what_is_no_kernel():
+    with pytest.raises(ValueError, match=r"expected a kernel shaped \(D, C, P, P\)"):
+        resize_patch_embed(torch.randn(4, 3, 4, 5), 6)
+    with pytest.raises(ValueError, match="mode must be"):
+        resize_patch_embed(torch.randn(4, 3, 4, 4), 6, mode="area")

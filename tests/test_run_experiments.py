@@ -14,12 +14,14 @@ from notebook_cells import ROOT
 import tools.run_experiments as R
 from tools.run_experiments import main, run_all, write
 from utils.ablations import (
+    CHECKSUM_KEY,
     EXPERIMENTS,
     RESULTS_FILE,
     SEEDS,
     agrees_with_shipped,
     environment,
     experiment_data,
+    experiments_checksum,
     made_here,
     shipped_results,
     shipped_runs,
@@ -39,7 +41,7 @@ def test_a_worker_process_reproduces_a_shipped_run():
     digits = experiment_data("digits")
     for key in ("val_accuracy", "test_accuracy"):  # exactly, on the kind of CPU that made the file
         agrees = agrees_with_shipped(name, run, digits, key)
-        assert agrees and agrees.exact == made_here(), str(agrees)
+        assert agrees and agrees.exact == made_here(name=name), str(agrees)
     assert run["steps"] == stored["steps"] == 600
 
 
@@ -58,13 +60,26 @@ def test_write_merges_into_the_file_and_keeps_the_experiments_order(tmp_path):
 
 
 def test_write_says_when_one_file_holds_runs_of_two_kinds_of_cpu(tmp_path):
+    """Each experiment records the kind of CPU that ran it (made_here asks it); the file's own "cpu"
+    then says "mixed: A and B", once, however many merges follow."""
     path = tmp_path / "results.json"
     shipped = shipped_results()
-    path.write_text(json.dumps({**shipped, "cpu": "another processor, torch AVX2"}))
+    experiments = {
+        name: {key: value for key, value in entry.items() if key != "cpu"}
+        for name, entry in shipped["experiments"].items()
+    }  # a file from before experiments recorded their kind
+    old_file = {**shipped, "experiments": experiments, "cpu": "another processor, torch AVX2"}
+    path.write_text(json.dumps({**old_file, CHECKSUM_KEY: experiments_checksum(experiments)}))
+    here = environment()["cpu"]
+    mixed = "mixed: " + " and ".join(sorted(["another processor, torch AVX2", here]))
     fake = [{**run, "val_accuracy": 0.5} for run in shipped_runs("digits")]
-    assert write(path, {"digits": fake})["cpu"] == f"mixed: another processor, torch AVX2 and {environment()['cpu']}"
+    written = write(path, {"digits": fake})
+    assert written["cpu"] == mixed
+    assert written["experiments"]["digits"]["cpu"] == here
+    assert written["experiments"]["same colour"]["cpu"] == "another processor, torch AVX2"
+    assert write(path, {"same colour": shipped_runs("same colour")})["cpu"] == mixed  # no "mixed: mixed:"
     everything = {name: shipped_runs(name) for name in EXPERIMENTS}
-    assert write(path, everything)["cpu"] == environment()["cpu"]  # every run made here: one kind again
+    assert write(path, everything)["cpu"] == here  # every run made here: one kind again
 
 
 def test_an_unknown_experiment_or_no_worker_is_refused_before_anything_runs(capsys):
@@ -98,7 +113,7 @@ def test_the_claims_suite_runs_lesson_9s_trials_into_its_own_file(tmp_path, caps
     digits = experiment_data("digits")
     for key in ("val_accuracy", "test_accuracy"):
         agrees = agrees_with_shipped_trial(name, run, digits, key)
-        assert agrees and agrees.exact == made_here(RESULTS_FILE), str(agrees)
+        assert agrees and agrees.exact == made_here(RESULTS_FILE, name), str(agrees)
     path = tmp_path / "lesson9.json"
     written = write(path, {name: [run]}, suite="claims")
     assert written["experiments"][name]["recipe"] == TRIALS[name].as_dict()
@@ -314,7 +329,7 @@ def test_the_norm_order_suite_runs_lesson_5s_arms_into_its_own_file(tmp_path, ca
     digits = experiment_data("digits")
     for key in ("val_accuracy", "test_accuracy"):
         agrees = agrees_with_shipped_arm(name, run, digits, key)
-        assert agrees and agrees.exact == made_here(LESSON5), str(agrees)
+        assert agrees and agrees.exact == made_here(LESSON5, name), str(agrees)
     path = tmp_path / "lesson5.json"
     written = write(path, {name: [run]}, suite="norm_order")
     assert written["experiments"][name]["recipe"] == ARMS[name].as_dict()

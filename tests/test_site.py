@@ -29,6 +29,7 @@ import pytest
 import tomllib
 from notebook_cells import NOTEBOOKS, ROOT, WIDGET, read_cells
 from test_browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip
+from test_viz_alt_text import DESCRIBED
 
 pytestmark = pytest.mark.browser
 
@@ -155,9 +156,19 @@ def visit(browser, site_url):
 
 
 def picture_outputs(notebook: str) -> int:
-    """How many of the lesson's committed outputs carry a picture (image/png)."""
+    """How many of the lesson's committed outputs carry a picture: a bare PNG, or a described
+    figure's <img> (utils.viz.core.with_alt_text)."""
     return sum(
-        "image/png" in output.get("data", {})
+        "image/png" in output.get("data", {}) or '<img alt="' in "".join(output.get("data", {}).get("text/html", ""))
+        for cell in read_cells(ROOT / "lessons" / notebook)
+        for output in cell.get("outputs", [])
+    )
+
+
+def described_figures(notebook: str) -> int:
+    """How many of the lesson's outputs are figures described with alt text."""
+    return sum(
+        '<img alt="' in "".join(output.get("data", {}).get("text/html", ""))
         for cell in read_cells(ROOT / "lessons" / notebook)
         for output in cell.get("outputs", [])
     )
@@ -259,6 +270,10 @@ def test_page_reads_offline(visit, name):
             "article .cell_output img", "images => images.map(i => i.closest('a.course-full-size')?.href === i.src)"
         )
         assert all(full_size), "figures that a tap does not open at full size (docs/site/static/course.js)"
+        if Path(notebook).stem in DESCRIBED:  # each described figure keeps its words as its alt, not a file name
+            alts = page.page.eval_on_selector_all("article .cell_output img", "images => images.map(i => i.alt)")
+            worded = [alt for alt in alts if len(alt.split()) >= 6 and not alt.endswith(".png")]
+            assert len(worded) == described_figures(notebook), alts
         assert images > figures  # the badges and the launch buttons' icons too
         check_launch_buttons(buttons, notebook)
         page.page.locator(".dropdown-launch-buttons button").first.hover()

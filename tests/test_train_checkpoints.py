@@ -80,9 +80,9 @@ def test_training_is_reproducible(quick_recipe, tmp_path):
 
 
 def test_an_unknown_recipe_is_named(capsys):
-    with pytest.raises(
-        ValueError, match=r"no recipe 'imagenet'; expected one of \['digits', 'relational', 'relational_fine'\]"
-    ):
+    names = ["digits", "digits_seed1", "digits_seed2", "orientation", "orientation_seed1", "orientation_seed2"]
+    names += ["relational", "relational_fine", "relational_seed1", "relational_seed2"]
+    with pytest.raises(ValueError, match=re.escape(f"no recipe 'imagenet'; expected one of {names}")):
         train_shipped("imagenet")
     with pytest.raises(SystemExit):
         main(["imagenet"])
@@ -185,3 +185,42 @@ def test_help_only_prints_and_an_unknown_flag_is_an_error(no_fit, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(["digits", "--forse"])
     assert stopped.value.code == 2 and "unrecognized arguments: --forse" in capsys.readouterr().err
+
+
+def test_the_extra_seeds_are_the_first_recipes_on_one_thread():
+    """Lesson 7 measures the position tables over seeds: seeds 1 and 2 of the digits and relational
+    recipes, changed only in running on one thread (so that a rerun gives the same weights)."""
+    for name in ("digits", "relational"):
+        data, config, fit_options = RECIPES[name]
+        for seed in (1, 2):
+            extra = f"{name}_seed{seed}"
+            assert RECIPES[extra][:2] == (data, config), extra
+            assert RECIPES[extra][2] == {**fit_options, "threads": 1}, extra
+            assert train_checkpoints.RECIPE_SEEDS[extra] == seed
+
+
+@pytest.mark.parametrize("name", ["orientation", "orientation_seed1", "orientation_seed2"])
+def test_the_orientation_models_are_lesson_6s_task_and_reach_their_stated_accuracy(name):
+    model, info = load_trained(name)
+    data_options, config, fit_options = RECIPES[name]
+    assert data_options == dict(name="relational", task="orientation")
+    assert model.config == config and config.patch_size == 8
+    assert fit_options["steps"] == 1200 and fit_options["lr"] == 1e-3
+    _, test = load_training_set(**data_options)
+    assert info["classes"] == test.classes
+    _, accuracy = evaluate(model, test)
+    assert accuracy == pytest.approx(info["test_accuracy"], abs=0.005)
+    assert accuracy >= 0.9
+
+
+def test_main_gives_each_recipe_its_seed(monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(
+        train_checkpoints, "train_shipped", lambda name, seed, **_: seen.append((name, seed)) or (None, _info())
+    )
+    main(["orientation_seed2", "digits", "--checkpoint-dir", str(tmp_path)])
+    assert seen == [("orientation_seed2", 2), ("digits", 0)]
+
+
+def _info():
+    return {"test_accuracy": 1.0, "steps": 1, "file": "new", "backup": None}

@@ -17,6 +17,7 @@ from safetensors.torch import save_file
 from utils.runtime import set_seed
 from utils.vit import VisionTransformer, ViTConfig
 from utils.weights import (
+    _FIELDS_ADDED_LATER,
     CACHE_DIR,
     CHECKPOINT_DIR,
     find_vit_b16,
@@ -92,11 +93,26 @@ def test_the_cache_is_the_default_place():
 # ---- the shipped tiny ViTs -------------------------------------------------------------
 
 
-def test_the_course_ships_three_models():
-    assert shipped_models() == ["digits", "relational", "relational_fine"]
+SHIPPED = [
+    "digits",
+    "digits_seed1",
+    "digits_seed2",
+    "orientation",
+    "orientation_seed1",
+    "orientation_seed2",
+    "relational",
+    "relational_fine",
+    "relational_seed1",
+    "relational_seed2",
+]
 
 
-@pytest.mark.parametrize("name", ["digits", "relational", "relational_fine"])
+def test_the_course_ships_ten_models():
+    """Lesson 7's three models, and two more seeds of each of its three tasks."""
+    assert shipped_models() == SHIPPED
+
+
+@pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_model_loads_in_eval_mode_with_its_info(name):
     model, info = load_trained(name)
     assert isinstance(model, VisionTransformer) and not model.training
@@ -117,7 +133,7 @@ def test_checkpoint_is_small_weights_only_and_holds_position_snapshots(name):
 
 
 def test_unknown_model_is_named():
-    with pytest.raises(ValueError, match="expected one of \\['digits', 'relational', 'relational_fine'\\]"):
+    with pytest.raises(ValueError, match=re.escape(f"expected one of {SHIPPED}")):
         load_trained("imagenet")
 
 
@@ -546,11 +562,15 @@ def test_load_trained_names_the_config_fields_of_another_version(tmp_path, edit,
     assert str(error.value).endswith("restore it with git checkout, or train it again with make checkpoints")
 
 
-def test_a_checkpoint_from_before_the_later_options_loads_with_them_off(tmp_path):
-    """fc_norm and norm_pre came after the shipped files: a file without them is the model without them."""
-    edited_digits(tmp_path, lambda checkpoint: [checkpoint["config"].pop(f, None) for f in ("fc_norm", "norm_pre")])
+@pytest.mark.parametrize("fields", [("fc_norm", "norm_pre"), _FIELDS_ADDED_LATER], ids=["fc_norm", "all"])
+def test_a_checkpoint_from_before_the_later_options_loads_with_them_off(tmp_path, fields):
+    """The options added after the shipped files (fc_norm, norm_pre, registers, LayerScale, the MLP's
+    kind, ...): a file without them is the model without them, their defaults."""
+    edited_digits(tmp_path, lambda checkpoint: [checkpoint["config"].pop(f, None) for f in fields])
     model, _ = load_trained("digits", tmp_path)
     assert model.config == load_trained("digits")[0].config and not model.config.fc_norm
+    defaults = ViTConfig()
+    assert all(getattr(model.config, f) == getattr(defaults, f) for f in fields if hasattr(defaults, f))
 
 
 def test_load_trained_names_weights_that_do_not_fit_the_config(tmp_path):

@@ -6,10 +6,12 @@
     python tools/run_experiments.py --suite claims        # lesson 9's trials, into utils/results/lesson9.json
     python tools/run_experiments.py --suite norm_order    # lesson 5's pre/post-norm arms, into lesson5.json
     python tools/run_experiments.py --workers 1           # one process (default: one per CPU core)
+    python tools/run_experiments.py --suite claims "new" --drop "old"  # run "new"; remove "old", which
+                                                          # the suite no longer defines, from the file
 
 Every run trains on one CPU thread (fit's default) with a budget in steps, so the numbers do not
 depend on the machine's speed or core count; several runs go side by side, one per core. Lesson
-6's take about 25 minutes on 2 cores, lesson 9's about an hour (59 minutes here), lesson 5's about
+6's take about 25 minutes on 2 cores, lesson 9's just under an hour (59 minutes here), lesson 5's about
 10 minutes. The lessons read the files with utils.ablations.shipped_runs, utils.claims.shipped_runs
 and utils.norm_order.shipped_runs, which check the sha256 of the
 experiments that this script stores beside them.
@@ -138,13 +140,14 @@ def _cost(experiment: Experiment) -> float:
     return per_model * per_data * max(tokens, 5) / 5
 
 
-def stored_results(path: Path, names: list[str], suite: str = "experiments") -> dict:
+def stored_results(path: Path, names: list[str], suite: str = "experiments", drop=()) -> dict:
     """The results at `path` that a run of `names` of `suite` merges into ({"experiments": {}} for a
     new file, or for the suite's own file, damaged, when every experiment runs again).
 
     Raises ValueError (before any training, in main) when writing there would lose something: a
     folder or a link, a file that is not valid results or was changed by hand (utils.ablations.
-    read_results), another suite's results, or experiments this suite does not know (dropped).
+    read_results), another suite's results, or experiments this suite does not know (dropped),
+    unless `drop` names them: experiments removed from the suite on purpose, left out of the file.
     """
     chosen, path = SUITES[suite], Path(path)
     check_not_a_link(path)
@@ -163,7 +166,9 @@ def stored_results(path: Path, names: list[str], suite: str = "experiments") -> 
         if path.resolve() == chosen.results_file.resolve() and set(names) >= set(chosen.recipes):
             return {"experiments": {}}  # every experiment runs again: the damaged file is replaced whole
         raise
-    lost = [name for name in results["experiments"] if name not in chosen.recipes]
+    if defined := [name for name in drop if name in chosen.recipes]:
+        raise ValueError(f"--drop {defined[0]!r}: --suite {suite} still defines it; only removed experiments drop")
+    lost = [name for name in results["experiments"] if name not in chosen.recipes and name not in drop]
     listed = ", ".join(map(repr, lost[:3])) + (", ..." if len(lost) > 3 else "")
     if results["produced_by"] != chosen.command:
         owner = next((other for other in SUITES.values() if other.command == results["produced_by"]), None)
@@ -178,21 +183,26 @@ def stored_results(path: Path, names: list[str], suite: str = "experiments") -> 
     return results
 
 
-def write(path: Path, runs: dict[str, list[dict]], suite: str = "experiments") -> dict:
-    """Merge `runs` into the results file at `path` (its other experiments kept) with the checksum of
-    its experiments; holds path's lock from the read to the replace, which is atomic."""
+def write(path: Path, runs: dict[str, list[dict]], suite: str = "experiments", drop=()) -> dict:
+    """Merge `runs` into the results file at `path` (its other experiments kept, those in `drop` left
+    out) with the checksum of its experiments; holds path's lock from the read to the replace, which
+    is atomic."""
     chosen, path = SUITES[suite], Path(path)
     if unknown := [name for name in runs if name not in chosen.recipes]:
         raise ValueError(f"no experiment {unknown[0]!r} in --suite {suite}; expected some of {list(chosen.recipes)}")
     here = environment()  # before the lock: nothing but the read and the write happen under it
     with locked(path):
-        results = stored_results(path, list(runs), suite)
-        kept = [name for name in results["experiments"] if name not in runs and name in chosen.recipes]
-        if kept and results.get("cpu", here["cpu"]) != here["cpu"]:  # runs of two kinds of CPU in one file
-            here["cpu"] = f"mixed: {results['cpu']} and {here['cpu']}"
-        results.update({"produced_by": chosen.command, **here})
+        results = stored_results(path, list(runs), suite, drop)
+        for experiment in results["experiments"].values():  # each experiment keeps the kind that ran it
+            experiment.setdefault("cpu", results.get("cpu", here["cpu"]))
         for name, found in runs.items():
-            results["experiments"][name] = {"recipe": chosen.recipes[name].as_dict(), "runs": found}
+            results["experiments"][name] = {"recipe": chosen.recipes[name].as_dict(), "runs": found, "cpu": here["cpu"]}
+        kinds = sorted(
+            {results["experiments"][name]["cpu"] for name in results["experiments"] if name in chosen.recipes}
+        )
+        results.update({"produced_by": chosen.command, **here})
+        if len(kinds) > 1:  # runs of several kinds of CPU in one file: made_here asks each experiment
+            results["cpu"] = "mixed: " + " and ".join(kinds)
         results["experiments"] = {
             name: results["experiments"][name] for name in chosen.recipes if name in results["experiments"]
         }  # today's experiments, in their order
@@ -211,6 +221,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="runs side by side")
     parser.add_argument("--output", type=Path, default=None, help="the results file (default: the suite's)")
+    parser.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="name",
+        help="an experiment removed from the suite: leave it out of the results file (repeatable)",
+    )
     args = parser.parse_args(argv)
     suite = SUITES[args.suite]
     if twice := [name for i, name in enumerate(args.names) if name in args.names[:i]]:
@@ -222,12 +239,12 @@ def main(argv: list[str] | None = None) -> None:
     names = args.names or list(suite.recipes)
     output = args.output or suite.results_file
     try:
-        stored_results(output, names, args.suite)
+        stored_results(output, names, args.suite, args.drop)
     except (ValueError, OSError) as error:
         parser.error(f"{'--output ' if args.output else ''}{error}")
     start = time.perf_counter()
     runs = run_all(names, list(SEEDS), args.workers, suite=args.suite)
-    write(output, runs, suite=args.suite)
+    write(output, runs, suite=args.suite, drop=args.drop)
     print(f"{len(names)} experiments x {len(SEEDS)} seeds in {time.perf_counter() - start:.0f} s -> {output}")
 
 

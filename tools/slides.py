@@ -34,6 +34,7 @@ class Slide:
     text: str = ""  # a few sentences of Markdown
     bullets: list[str] = field(default_factory=list)  # Markdown
     figure: str | None = None  # a PNG, base64
+    alt: str = ""  # the figure's alt text, where the lesson gave it one
     number: str | None = None  # the printed line beside the figure
 
 
@@ -61,12 +62,28 @@ def _first_sentences(markdown: str, words: int = MAX_WORDS) -> str:
     return " ".join(kept)
 
 
-def _figure(cell: dict) -> str | None:
+IMG = re.compile(r'<img alt="([^"]*)" src="data:image/png;base64,([A-Za-z0-9+/=\s]+)"')
+
+
+def _figure(cell: dict) -> tuple[str, str] | None:
+    """The cell's first picture as (PNG in base64, its alt text): a figure described with alt text
+    (utils.viz.core.with_alt_text: an HTML <img>) or a bare PNG (alt "")."""
     for output in cell.get("outputs", []):
-        png = output.get("data", {}).get("image/png")
+        data = output.get("data", {})
+        page = data.get("text/html")
+        page = "".join(page) if isinstance(page, list) else page
+        if page and (found := IMG.search(page)):
+            return "".join(found[2].split()), html.unescape(found[1])
+        png = data.get("image/png")
         if png:
-            return "".join(png) if isinstance(png, list) else png
+            return ("".join(png) if isinstance(png, list) else png), ""
     return None
+
+
+def _is_picture(output: dict) -> bool:
+    data = output.get("data", {})
+    page = data.get("text/html")
+    return "image/png" in data or bool(page and IMG.search("".join(page) if isinstance(page, list) else page))
 
 
 def _printed_lines(cell: dict) -> list[str]:
@@ -80,8 +97,8 @@ def _printed_lines(cell: dict) -> list[str]:
         if isinstance(text, list):
             text = "".join(text)
         if text and output.get("output_type") in ("stream", "execute_result", "display_data"):
-            if output.get("output_type") != "stream" and "image/png" in output.get("data", {}):
-                continue  # a figure's text form ("<Figure size ...>")
+            if output.get("output_type") != "stream" and _is_picture(output):
+                continue  # a figure's text form: "<Figure size ...>" or its alt text
             lines += [line.rstrip() for line in text.splitlines() if line.strip()]
     return lines
 
@@ -145,7 +162,7 @@ def lesson_slides(path: Path) -> list[Slide]:
         slide = Slide(title=heading, text=_first_sentences(markdown))
         for i, cell in enumerate(body):
             if cell["cell_type"] == "code" and (figure := _figure(cell)):
-                slide.figure = figure
+                slide.figure, slide.alt = figure
                 later = [c for c in body[i + 1 :] if c["cell_type"] == "code"][:1]
                 slide.number = _number_line(_printed_lines(cell)) or next(
                     (line for c in later if (line := _number_line(_printed_lines(c)))), None
@@ -253,7 +270,7 @@ def render(title: str, slides: list[Slide]) -> str:
         if slide.bullets:
             body.append("<ul>" + "".join(f"<li>{_inline(b)}</li>" for b in slide.bullets) + "</ul>")
         if slide.figure:
-            alt = html.escape(f"{slide.title}: {slide.number}" if slide.number else slide.title)
+            alt = html.escape(slide.alt or (f"{slide.title}: {slide.number}" if slide.number else slide.title))
             caption = f"<figcaption>{html.escape(slide.number)}</figcaption>" if slide.number else ""
             body.append(f'<figure><img src="data:image/png;base64,{slide.figure}" alt="{alt}">{caption}</figure>')
         elif slide.number:

@@ -11,6 +11,10 @@ utils/results/lesson6.json, so the lesson can print its live run beside five see
   tools/run_experiments.py stores, `experiments_checksum`) and read again when it changes on disk.
 - `agrees_with_shipped(name, run, data)`: does a live run agree with the shipped seeds? Exactly,
   on the kind of CPU that made the file; where another seed would land, on another kind.
+- `grade_shipped(family)`: claims about shipped experiments graded by the rubric (utils.rubric),
+  Holm inside the family; `versus(a, b)`: Welch's test alone.
+- `accuracy_by_reach(cnn, test)`: a CNN's accuracy on the two-object images its windows can and
+  cannot reach (run_experiment stores it with every CNN run on a two-object set).
 """
 
 import difflib
@@ -27,13 +31,16 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
-from utils.baselines import DeepCNN, SmallCNN
+from utils.baselines import DeepCNN, SmallCNN, objects_in_one_window
 from utils.data import RELATIONAL_TASKS, load_training_set, split_validation
 from utils.datasets import ImageDataset
 from utils.experiments import PREDICTION, check_fraction, compare, prediction_interval, run_seeds, spread
+from utils.rubric import grade_family
 from utils.runtime import cpu_kind, release_memory
-from utils.validation import WrongTypeError, check_flag, check_number, check_whole, describe
+from utils.training import evaluate, predict
+from utils.validation import WrongTypeError, check_flag, check_number, check_positive, check_whole, describe
 from utils.vit import VisionTransformer, ViTConfig
 
 ROOT = Path(__file__).resolve().parent.parent  # the course's folder: paths in messages are shown from it
@@ -94,6 +101,9 @@ DATA = {
 MODELS = ("vit", "small_cnn", "deep_cnn")
 DIGITS_FIT = dict(lr=3e-3, max_shift=1, label_smoothing=0.1)  # the digits recipe, chosen on validation
 PAIRS_FIT = dict(lr=1e-3)  # the two-object recipe
+# Mean norms of the position table's patch rows at init, 64 wide (measured; lesson 6 prints them):
+LEARNED_ROW_NORM = 0.14  # trunc-normal, std 0.02, cut at 2 std: about 0.0175 * sqrt(64)
+SINCOS_ROW_NORM = 5.66  # sqrt(64 / 2): every sin-cos pair has norm 1
 
 
 @dataclass(frozen=True)
@@ -105,12 +115,17 @@ class Experiment:
         "small_cnn" (the SmallCNN with as many parameters as the data's tiny ViT) or "deep_cnn" (DeepCNN).
     fit: keyword arguments of utils.training.fit, including steps.
     vit: ViTConfig fields that differ from the data's tiny ViT, e.g. {"pool": "mean"}.
+    pos_norm: None (the model's own position table), or the mean norm the table's patch rows are
+        scaled to at init: a learned table's random draw (std 0.02, rows of norm about 0.14) or the
+        fixed sin-cos table (rows of norm 5.66) scaled whole, so that the two kinds can be compared
+        at the same magnitude. The sin-cos table stays fixed.
     """
 
     data: str
     model: str
     fit: Mapping = field(default_factory=dict)
     vit: Mapping = field(default_factory=dict)
+    pos_norm: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.data, str) or self.data not in DATA:
@@ -124,6 +139,10 @@ class Experiment:
                 )
         if self.vit and self.model != "vit":
             raise ValueError(f"vit options are for the ViT, got {dict(self.vit)} for a {self.model}")
+        if self.pos_norm is not None:
+            check_positive(self.pos_norm, "pos_norm", meaning=" (the mean norm of the position table's rows)")
+            if self.model != "vit" or self.config.pos_embed == "none":
+                raise ValueError(f"pos_norm scales a ViT's position table, got {self.model} with {dict(self.vit)}")
         object.__setattr__(self, "fit", MappingProxyType(dict(self.fit)))  # read-only: shared by all
         object.__setattr__(self, "vit", MappingProxyType(dict(self.vit)))
 
@@ -138,7 +157,12 @@ class Experiment:
         """A fresh, untrained model (seed first: set_seed(seed))."""
         shape = DATA[self.data][1]
         if self.model == "vit":
-            return VisionTransformer(self.config)
+            model = VisionTransformer(self.config)
+            if self.pos_norm is not None:
+                with torch.no_grad():
+                    rows = model.pos_embed[0, model.num_prefix_tokens :]  # (N, D): one row per patch
+                    model.pos_embed.mul_(self.pos_norm / rows.norm(dim=-1).mean())  # no random numbers drawn
+            return model
         if self.model == "small_cnn":  # as many parameters as the data's tiny ViT
             vit = VisionTransformer(ViTConfig.tiny(**shape))
             target = sum(parameter.numel() for parameter in vit.parameters())
@@ -147,20 +171,24 @@ class Experiment:
 
     def as_dict(self) -> dict:
         """The recipe as plain data (the shipped file stores it beside the results)."""
-        return {"data": self.data, "model": self.model, "vit": dict(self.vit), "fit": dict(self.fit)}
+        recipe = {"data": self.data, "model": self.model, "vit": dict(self.vit), "fit": dict(self.fit)}
+        if self.pos_norm is not None:  # only where set: the other recipes stay as the file stores them
+            recipe["pos_norm"] = self.pos_norm
+        return recipe
 
     def __str__(self) -> str:
         model = {"vit": "tiny ViT", "small_cnn": "SmallCNN", "deep_cnn": "DeepCNN"}[self.model]
         if self.model == "vit":
             config = self.config
             model += f" ({config.patch_size} px patches, {config.num_tokens} tokens, {config.pool} pooling"
-            model += f", {'no' if config.pos_embed == 'none' else config.pos_embed} positions)"
+            model += f", {'no' if config.pos_embed == 'none' else config.pos_embed} positions"
+            model += f", rows scaled to norm {self.pos_norm})" if self.pos_norm is not None else ")"
         options = ", ".join(f"{key}={value}" for key, value in self.fit.items())
         return f"{model} on {self.data}: fit({options})"
 
 
-def _vit(data: str, steps: int, fit: Mapping, **vit) -> Experiment:
-    return Experiment(data, "vit", {"steps": steps, **fit}, vit)
+def _vit(data: str, steps: int, fit: Mapping, pos_norm: float | None = None, **vit) -> Experiment:
+    return Experiment(data, "vit", {"steps": steps, **fit}, vit, pos_norm)
 
 
 A = DIGITS_ABLATION_STEPS
@@ -188,6 +216,11 @@ EXPERIMENTS: dict[str, Experiment] = {
     "orientation, learned": _vit("orientation", ORIENTATION_STEPS, PAIRS_FIT),
     "orientation, sincos": _vit("orientation", ORIENTATION_STEPS, PAIRS_FIT, pos_embed="sincos"),
     "orientation, none": _vit("orientation", ORIENTATION_STEPS, PAIRS_FIT, pos_embed="none"),
+    # the magnitude confound: at init sin-cos rows have norm 5.66, learned rows 0.14 (patch tokens 0.89)
+    "orientation, sincos, norm 0.14": _vit(
+        "orientation", ORIENTATION_STEPS, PAIRS_FIT, pos_norm=LEARNED_ROW_NORM, pos_embed="sincos"
+    ),
+    "orientation, learned, norm 5.66": _vit("orientation", ORIENTATION_STEPS, PAIRS_FIT, pos_norm=SINCOS_ROW_NORM),
     "orientation, learned, position lr x10": _vit(
         "orientation", ORIENTATION_STEPS, {**PAIRS_FIT, "lr_multipliers": {"pos_embed": 10.0}}
     ),
@@ -296,13 +329,52 @@ def run_experiment(name: str, seeds: Iterable[int] = (0,), data: Split | None = 
         progress: one progress bar over the seeds.
     Returns:
         one dict per seed: seed, val_accuracy, test_accuracy, steps, seconds, steps_per_second,
-        parameters, multiply_adds.
+        parameters, multiply_adds; a CNN on a two-object set adds train_accuracy and
+        accuracy_by_reach's in_reach, accuracy_in_reach and accuracy_out_of_reach.
     """
     experiment = _check_name(name)
     if data is None:
         data = experiment_data(experiment.data)
     check_split(data, experiment.data, name, "trains on")
-    return run_seeds(experiment.build, data.train, data.val, data.test, seeds, progress=progress, **experiment.fit)
+    if experiment.model == "vit" or getattr(data.test, "object_masks", None) is None:
+        return run_seeds(experiment.build, data.train, data.val, data.test, seeds, progress=progress, **experiment.fit)
+    # a CNN on a two-object set: also its training accuracy and its accuracy on the test images its
+    # windows can and cannot reach
+    built = []  # the model of each seed, trained in place by run_seeds
+
+    def build() -> nn.Module:
+        built.append(experiment.build())
+        return built[-1]
+
+    runs = []
+    for seed in tqdm(list(seeds), desc="seeds", disable=not progress):  # one at a time: the same runs
+        (run,) = run_seeds(build, data.train, data.val, data.test, [seed], **experiment.fit)
+        _, train_accuracy = evaluate(built[-1], data.train)  # below chance on test: did it fit train?
+        runs.append({**run, "train_accuracy": train_accuracy, **accuracy_by_reach(built[-1], data.test)})
+        built.clear()
+    return runs
+
+
+def accuracy_by_reach(model: nn.Module, test: ImageDataset) -> dict:
+    """A CNN's test accuracy split by whether one window of its receptive field touches both
+    objects (utils.baselines.objects_in_one_window): {"in_reach": how many images, "accuracy_in_reach",
+    "accuracy_out_of_reach" (None when every image is in reach)}.
+
+    Args:
+        model: a trained SmallCNN or DeepCNN (it has `receptive_field`).
+        test: a two-object set (make_relational), e.g. experiment_data("same_colour").test.
+    """
+    window = getattr(model, "receptive_field", None)
+    if window is None:
+        raise WrongTypeError(f"model must be a CNN with a receptive_field (SmallCNN, DeepCNN), got {describe(model)}")
+    together = objects_in_one_window(test, window)  # (N,) bool
+    right = predict(model, test.images) == test.labels  # (N,) bool
+    out = ~together
+    return {
+        "in_reach": int(together.sum()),
+        "accuracy_in_reach": float(right[together].float().mean()) if together.any() else None,
+        "accuracy_out_of_reach": float(right[out].float().mean()) if out.any() else None,
+    }
 
 
 # ---- the shipped results -----------------------------------------------------------------------
@@ -488,11 +560,16 @@ def shipped_values(name: str, key: str = "val_accuracy") -> list[float]:
     return values_of(shipped_runs(name), name, key)
 
 
-def made_here(path: str | Path = RESULTS_FILE) -> bool:
-    """Whether the results file at `path` was made by this kind of CPU (utils.runtime.cpu_kind) and this
-    torch version: then a rerun of a shipped seed gives its numbers again, bit for bit."""
+def made_here(path: str | Path = RESULTS_FILE, name: str | None = None) -> bool:
+    """Whether the results at `path` (of experiment `name`, when given) were made by this kind of CPU
+    (utils.runtime.cpu_kind) and this torch version: then a rerun of a shipped seed gives its numbers
+    again, bit for bit. A file whose experiments were run on several kinds records each one's kind
+    (its "cpu"); the file's own "cpu" then reads "mixed: ..."."""
     results = shipped_results(path)
-    return results.get("cpu") == cpu_kind() and results.get("torch") == torch.__version__.split("+")[0]
+    cpu = results.get("cpu")
+    if name is not None and name in results["experiments"]:
+        cpu = results["experiments"][name].get("cpu", cpu)
+    return cpu == cpu_kind() and results.get("torch") == torch.__version__.split("+")[0]
 
 
 @dataclass(frozen=True)
@@ -555,12 +632,12 @@ def agreement(value: float, stored: float, seeds: list[float], exact: bool, imag
 
 def agrees_with_shipped(name: str, run: dict, data: Split, key: str = "val_accuracy") -> Agreement:
     """Whether a live run of experiment `name` (run_experiment's dict, with its seed) agrees with
-    the shipped runs: exactly, if this kind of CPU made the file (made_here), else inside where one
+    the shipped runs: exactly, if this kind of CPU made them (made_here), else inside where one
     more seed lands. `data`: the experiment's Split (experiment_data), whose sizes turn accuracies
     into images; another experiment's is refused."""
     runs = shipped_runs(name)
     check_split(data, _check_name(name).data, name)
-    return agreement_of_runs(runs, run, key, made_here(), data, name)
+    return agreement_of_runs(runs, run, key, made_here(RESULTS_FILE, name), data, name)
 
 
 def agreement_of_runs(
@@ -592,6 +669,36 @@ def versus(name_a: str, name_b: str, key: str = "val_accuracy", names: tuple[str
     str() is the verdict, e.g. "sincos is higher by 16.3 points (p < 0.001, 5 seeds each)"."""
     names = names or (name_a, name_b)
     return compare(shipped_values(name_a, key), shipped_values(name_b, key), percent=True, names=names)
+
+
+def grade_shipped(family: Mapping[str, Mapping], key: str = "val_accuracy") -> dict:
+    """Grade claims about shipped experiments with the rubric (utils.rubric.grade_family): Holm's
+    correction inside the family, the exact test where Welch's assumptions fail.
+
+    Args:
+        family: {label: dict(a=experiment name, b=experiment name, claim="higher" | "lower" | "equal",
+            effect=smallest effect of interest as a fraction (0.01 = 1 point), names=(shown A, shown B))}.
+        key: "val_accuracy" (choices, ablations) or "test_accuracy" (final models).
+    Returns:
+        {label: utils.rubric.Grade}, in the order given.
+    """
+    if not isinstance(family, Mapping) or not family:
+        raise WrongTypeError(
+            f"family must be a non-empty dict {{label: dict(a=..., b=..., ...)}}, got {describe(family)}"
+        )
+    comparisons = {}
+    for label, options in family.items():
+        if not isinstance(options, Mapping) or not {"a", "b", "claim", "effect"} <= set(options):
+            raise ValueError(f"family[{label!r}] must be a dict with a, b, claim and effect, got {describe(options)}")
+        a, b = options["a"], options["b"]
+        comparisons[label] = {
+            **options,
+            "a": shipped_values(a, key),
+            "b": shipped_values(b, key),
+            "names": tuple(options.get("names", (a, b))),
+            "percent": True,
+        }
+    return grade_family(comparisons)
 
 
 def results_table(

@@ -6,11 +6,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from utils.rope import apply_rope
 from utils.validation import (
     WrongTypeError,
     check_device,
     check_dtype,
     check_flag,
+    check_positive,
     check_probability,
     check_tensor,
     check_whole,
@@ -183,6 +185,10 @@ class MultiHeadSelfAttention(nn.Module):
         qkv_bias: bias in the fused query/key/value projection.
         attn_drop: dropout on the attention weights (training only).
         proj_drop: dropout after the output projection.
+        qk_norm: a LayerNorm over each head's width on the queries and on the keys, after the split
+            into heads and before the scores (timm's `q_norm` and `k_norm`, ViT-22B's qk-layernorm);
+            False: none (no tensors).
+        norm_eps: the epsilon of those LayerNorms, > 0.
     """
 
     def __init__(
@@ -192,6 +198,8 @@ class MultiHeadSelfAttention(nn.Module):
         qkv_bias: bool = True,
         attn_drop: float = 0.0,
         proj_drop: float = 0.0,
+        qk_norm: bool = False,
+        norm_eps: float = 1e-6,
     ):
         super().__init__()
         dim, num_heads = check_whole(dim, "dim"), check_whole(num_heads, "num_heads")
@@ -209,6 +217,11 @@ class MultiHeadSelfAttention(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim, bias=check_flag(qkv_bias, "qkv_bias"))  # q, k, v of all heads in one matmul
         self.proj = nn.Linear(dim, dim)  # mixes the heads' outputs
         self.proj_drop = nn.Dropout(check_probability(proj_drop, "proj_drop"))
+        if check_flag(qk_norm, "qk_norm"):  # one LayerNorm over the head width, shared by the heads (timm's)
+            self.q_norm = nn.LayerNorm(self.head_dim, eps=check_positive(norm_eps, "norm_eps"))
+            self.k_norm = nn.LayerNorm(self.head_dim, eps=norm_eps)
+        else:
+            self.q_norm, self.k_norm = nn.Identity(), nn.Identity()
 
     def uses_fused(self, return_attention: bool = False) -> bool:
         """Whether forward runs torch's fused kernel: never when the weights are requested, else
@@ -222,13 +235,20 @@ class MultiHeadSelfAttention(nn.Module):
         x: torch.Tensor,
         mask: torch.Tensor | None = None,
         return_attention: bool = False,
+        rope: tuple[torch.Tensor, torch.Tensor, int] | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """(B, N, D) tokens -> (B, N, D); with return_attention, also the weights (B, heads, N, N)."""
+        """(B, N, D) tokens -> (B, N, D); with return_attention, also the weights (B, heads, N, N).
+        rope: None, or (sin, cos, num_prefix_tokens) of utils.rope: q and k of the patch tokens are
+        turned by their positions (after qk_norm, before the scores)."""
         check_tokens(x, self.qkv.weight)
         check_flag(return_attention, "return_attention")
         B, N, D = x.shape
         qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim)  # (B, N, 3, heads, head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, heads, N, head_dim)
+        q, k = self.q_norm(q), self.k_norm(k)  # (B, heads, N, head_dim); identities without qk_norm
+        if rope is not None:
+            sin, cos, num_prefix_tokens = rope
+            q, k = apply_rope(q, sin, cos, num_prefix_tokens), apply_rope(k, sin, cos, num_prefix_tokens)
         dropout_p = check_probability(self.attn_drop, "attn_drop") if self.training else 0.0
         if self.uses_fused(return_attention):
             if mask is not None:

@@ -436,6 +436,15 @@ def _check_block(block) -> None:
         raise WrongTypeError(f"expected a utils.encoder.EncoderBlock, got {describe(block)}")
     if isinstance(block.ls1, nn.Module) and not isinstance(block.ls1, nn.Identity):
         raise ValueError("blocks with LayerScale are not covered here: build the block with layer_scale=None")
+    if not isinstance(block.attn.q_norm, nn.Identity):
+        raise ValueError("blocks with qk_norm (a LayerNorm on queries and keys) are not covered here: qk_norm=False")
+    if type(block.mlp).__name__ != "MLP" or not (
+        isinstance(block.mlp.act, nn.GELU) and block.mlp.act.approximate == "none"
+    ):
+        raise ValueError(
+            "only the MLP with the exact GELU is covered here (mlp='gelu', act='gelu'): no SwiGLU, "
+            "tanh-GELU or QuickGELU"
+        )
     if block.training and (block.mlp.drop1.p > 0 or block.attn.attn_drop > 0 or block.attn.proj_drop.p > 0):
         raise ValueError("dropout in training draws random masks the manual backward does not keep: call .eval()")
 
@@ -561,6 +570,20 @@ def _check_vit(model) -> None:
         raise ValueError("the model has no head (num_classes=0): the loss needs logits")
     if model.training and model.config.dropout > 0:
         raise ValueError("dropout in training draws random masks the manual backward does not keep: call .eval()")
+    config = model.config
+    uncovered = [
+        (config.reg_tokens > 0, "register tokens (reg_tokens)"),
+        (config.dist_token, "a distillation token (dist_token)"),
+        (
+            config.class_token is not None and config.class_token != (config.pool == "cls"),
+            "class_token with pool='mean'",
+        ),
+        (config.no_embed_class, "positions that leave the class token out (no_embed_class)"),
+        (config.pos_embed == "rope2d", "rotary positions (pos_embed='rope2d')"),
+    ]
+    for found, feature in uncovered:
+        if found:
+            raise ValueError(f"the manual backward does not cover {feature}: lesson 10 builds the plain ViT")
     for block in model.blocks:
         _check_block(block)
 

@@ -48,7 +48,18 @@ PINS = {
     "huggingface_hub": "2.4.0",
 }
 COLAB_FRONT_END = {"jupyterlab"}  # Colab draws the notebook itself: JupyterLab is not needed there
-LESSON_CHECKPOINTS = ("digits", "relational", "relational_fine")  # what lessons 7-9 load with load_trained
+LESSON_CHECKPOINTS = (  # what lessons 7-9 load with load_trained
+    "digits",
+    "relational",
+    "relational_fine",
+    "digits_seed1",
+    "digits_seed2",
+    "relational_seed1",
+    "relational_seed2",
+    "orientation",
+    "orientation_seed1",
+    "orientation_seed2",
+)
 WIDGETS_FRONT_END = {7: 1, 8: 3}  # ipywidgets' major version -> the jupyterlab_widgets major that draws it
 LESSON_MEMORY_MB = 700  # a lesson's kernel at its peak (docs/time-and-memory.md)
 LOW_MEMORY_MB = 800  # less available than this is a [WARN]
@@ -291,11 +302,17 @@ def data_files() -> dict[str, Path] | str:
     """{what: path} of the data files the lessons read, named by the modules that read them; or, when one
     of those modules does not import, what went wrong."""
     try:
-        from utils import ablations, claims, data, imagenet, weights
+        from utils import ablations, claims, data, imagenet, norm_order, weights
     except Exception as error:
         return f"{type(error).__name__}: {error}"
     files = {f"checkpoints/{name}.pt": weights.CHECKPOINT_DIR / f"{name}.pt" for name in LESSON_CHECKPOINTS}
-    for path in (ablations.RESULTS_FILE, claims.RESULTS_FILE, data.DIGITS_SPLIT_FILE, imagenet.CLASSES_FILE):
+    for path in (
+        ablations.RESULTS_FILE,
+        claims.RESULTS_FILE,
+        norm_order.RESULTS_FILE,
+        data.DIGITS_SPLIT_FILE,
+        imagenet.CLASSES_FILE,
+    ):
         files[_shown(path, LIBRARY)] = path
     return files
 

@@ -11,7 +11,7 @@ from torch import nn
 from utils.patches import to_2tuple
 from utils.validation import WrongTypeError, check_flag, check_positive, check_tensor, check_whole, describe
 
-POS_EMBED_KINDS = ("learned", "sincos", "none")
+POS_EMBED_KINDS = ("learned", "sincos", "none", "rope2d")  # rope2d: no table, q and k turned (utils.rope)
 
 
 def _check_generator(generator) -> torch.Generator | None:

@@ -17,6 +17,28 @@ def mlp_hidden_dim(dim: int, mlp_ratio: float) -> int:
     return hidden
 
 
+ACTIVATIONS = ("gelu", "gelu_tanh", "quick_gelu")  # timm's act_layer names
+MLP_KINDS = ("gelu", "swiglu")  # two Linear layers with an activation; or SwiGLU's gated pair
+
+
+class QuickGELU(nn.Module):
+    """x * sigmoid(1.702 x): the sigmoid approximation of GELU that OpenAI's CLIP trained with
+    (timm's QuickGELU, act_layer="quick_gelu")."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(1.702 * x)
+
+
+def activation(name: str) -> nn.Module:
+    """The module of an activation named as timm names it: "gelu" (exact, erf), "gelu_tanh" (the
+    tanh approximation: the ViT paper's JAX code, SigLIP) or "quick_gelu" (CLIP)."""
+    if not isinstance(name, str) or name not in ACTIVATIONS:
+        raise ValueError(f"act must be one of {ACTIVATIONS}, got {name!r}")
+    if name == "gelu":
+        return nn.GELU()
+    return nn.GELU(approximate="tanh") if name == "gelu_tanh" else QuickGELU()
+
+
 class MLP(nn.Module):
     """Two Linear layers with a GELU between them, applied to every token on its own.
 
@@ -27,14 +49,15 @@ class MLP(nn.Module):
         dim: token width D (in and out).
         hidden_dim: width of the hidden layer, usually 4 * D.
         dropout: dropout after the activation and after the second layer, in [0, 1).
+        act: the activation, "gelu" (default), "gelu_tanh" or "quick_gelu" (see `activation`).
     """
 
-    def __init__(self, dim: int, hidden_dim: int, dropout: float = 0.0):
+    def __init__(self, dim: int, hidden_dim: int, dropout: float = 0.0, act: str = "gelu"):
         super().__init__()
         dim, hidden_dim = check_whole(dim, "dim"), check_whole(hidden_dim, "hidden_dim")
         dropout = check_probability(dropout, "dropout")
         self.fc1 = nn.Linear(dim, hidden_dim)
-        self.act = nn.GELU()
+        self.act = activation(act)
         self.drop1 = nn.Dropout(dropout)
         self.fc2 = nn.Linear(hidden_dim, dim)
         self.drop2 = nn.Dropout(dropout)
@@ -43,6 +66,36 @@ class MLP(nn.Module):
         """(B, T, D) -> (B, T, D); any leading axes work, (..., D) -> (..., D)."""
         check_tokens(x, self.fc1.weight, any_leading=True)
         x = self.drop1(self.act(self.fc1(x)))  # (B, T, hidden_dim)
+        return self.drop2(self.fc2(x))  # (B, T, D)
+
+
+class SwiGLU(nn.Module):
+    """The gated MLP of "GLU Variants Improve Transformer" (Shazeer 2020), in timm's SwiGLU layout:
+    fc2(silu(fc1_g(x)) * fc1_x(x)), two D -> hidden projections, the gate and the value, then one back.
+    timm's SwiGLUPacked (DINOv2's giant) holds fc1_g and fc1_x stacked as one fc1, the gate first:
+    utils.timm_models splits it when it loads one.
+
+    Args:
+        dim: token width D (in and out).
+        hidden_dim: width of the gate and of the value (timm's hidden_features).
+        dropout: dropout after the gating and after fc2, in [0, 1).
+    """
+
+    def __init__(self, dim: int, hidden_dim: int, dropout: float = 0.0):
+        super().__init__()
+        dim, hidden_dim = check_whole(dim, "dim"), check_whole(hidden_dim, "hidden_dim")
+        dropout = check_probability(dropout, "dropout")
+        self.fc1_g = nn.Linear(dim, hidden_dim)
+        self.fc1_x = nn.Linear(dim, hidden_dim)
+        self.act = nn.SiLU()
+        self.drop1 = nn.Dropout(dropout)
+        self.fc2 = nn.Linear(hidden_dim, dim)
+        self.drop2 = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., D) -> (..., D)."""
+        check_tokens(x, self.fc1_x.weight, any_leading=True)
+        x = self.drop1(self.act(self.fc1_g(x)) * self.fc1_x(x))  # (B, T, hidden_dim): gate times value
         return self.drop2(self.fc2(x))  # (B, T, D)
 
 
@@ -92,6 +145,9 @@ class EncoderBlock(nn.Module):
             ports use 1e-12).
         layer_scale: None (ViT: no LayerScale), or the starting value (> 0) of a LayerScale on
             each branch, `ls1` and `ls2` (timm's names; their scales are `ls1.gamma`, `ls2.gamma`).
+        act: the MLP's activation, "gelu", "gelu_tanh" or "quick_gelu" (mlp="gelu" only).
+        mlp: "gelu", the ViT's two-layer MLP; or "swiglu", SwiGLU's gated MLP (SwiGLU above).
+        qk_norm: a LayerNorm on each head's queries and keys (MultiHeadSelfAttention's qk_norm).
     """
 
     def __init__(
@@ -105,8 +161,15 @@ class EncoderBlock(nn.Module):
         norm_first: bool = True,
         norm_eps: float = 1e-6,
         layer_scale: float | None = None,
+        act: str = "gelu",
+        mlp: str = "gelu",
+        qk_norm: bool = False,
     ):
         super().__init__()
+        if not isinstance(mlp, str) or mlp not in MLP_KINDS:
+            raise ValueError(f"mlp must be one of {MLP_KINDS}, got {mlp!r}")
+        if mlp == "swiglu" and act != "gelu":
+            raise ValueError(f"mlp='swiglu' gates with SiLU, its own activation: leave act='gelu', got act={act!r}")
         dim, hidden_dim = check_whole(dim, "dim"), mlp_hidden_dim(dim, mlp_ratio)
         norm_eps = check_positive(norm_eps, "norm_eps")
         check_probability(dropout, "dropout")  # checked here too, so that the errors name this block's arguments
@@ -116,10 +179,10 @@ class EncoderBlock(nn.Module):
         if scaled:  # checked before anything is built
             check_positive(layer_scale, "layer_scale", meaning=LAYER_SCALE_MEANING)
         self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
-        self.attn = MultiHeadSelfAttention(dim, num_heads, qkv_bias, attn_dropout, dropout)
+        self.attn = MultiHeadSelfAttention(dim, num_heads, qkv_bias, attn_dropout, dropout, qk_norm, norm_eps)
         self.ls1 = LayerScale(dim, layer_scale) if scaled else nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
-        self.mlp = MLP(dim, hidden_dim, dropout)
+        self.mlp = SwiGLU(dim, hidden_dim, dropout) if mlp == "swiglu" else MLP(dim, hidden_dim, dropout, act)
         self.ls2 = LayerScale(dim, layer_scale) if scaled else nn.Identity()
 
     def forward(
@@ -127,11 +190,15 @@ class EncoderBlock(nn.Module):
         x: torch.Tensor,
         mask: torch.Tensor | None = None,
         return_attention: bool = False,
+        rope: tuple[torch.Tensor, torch.Tensor, int] | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """(B, T, D) -> (B, T, D); with return_attention, also the weights (B, heads, T, T)."""
+        """(B, T, D) -> (B, T, D); with return_attention, also the weights (B, heads, T, T).
+        rope: (sin, cos, num_prefix_tokens) for rotary positions (utils.rope), passed to attention."""
         check_tokens(x, self.attn.qkv.weight)  # before norm1: pre- and post-norm blocks refuse alike
         # the weights are built only when asked for; otherwise attention may take its fast path
-        attended = self.attn(self.norm1(x) if self.norm_first else x, mask, return_attention=return_attention)
+        attended = self.attn(
+            self.norm1(x) if self.norm_first else x, mask, return_attention=return_attention, rope=rope
+        )
         if return_attention:
             attended, weights = attended  # (B, T, D), (B, heads, T, T)
         attended = self.ls1(attended)  # (B, T, D); unchanged without LayerScale

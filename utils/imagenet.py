@@ -16,10 +16,14 @@ from utils.validation import WrongTypeError
 
 CLASSES_FILE = Path(__file__).parent / "imagenet_classes.tsv"
 
-# The published ViT-B/16 (google/vit-base-patch16-224) was trained on pixels mapped from [0, 1]
-# to [-1, 1]: mean 0.5 and std 0.5 per channel (not the 0.485/0.229... of torchvision's CNNs).
+# A checkpoint comes with its own normalisation. The published ViT-B/16 (google/vit-base-patch16-224)
+# was trained on pixels mapped from [0, 1] to [-1, 1]: mean 0.5 and std 0.5 per channel.
 VIT_MEAN = (0.5, 0.5, 0.5)
 VIT_STD = (0.5, 0.5, 0.5)
+# ImageNet's per-channel mean and std, which torchvision's models, DeiT (facebook/deit-*) and
+# DINOv2 take instead.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 @cache

@@ -4,6 +4,10 @@ the deletion test of a map (delete the patches it ranks highest, see what the mo
 Lesson 9's measurements of popular claims: how one-sided attention is, how spread out, what the
 model loses without a head (`prune_heads`), how steep the loss is at the vector the head reads.
 
+Lesson 7's baselines and intervals: a map made without a model (`background_distance`), the
+insertion test's images (`keep_patches`), a paired bootstrap of two accuracies, the weights of a
+made-up local head, and how much a position table codes rows against columns.
+
 The functions take tensors (a model's attention weights or parameters); `prune_heads` and
 `readout_gradient_norm` take the model itself, and leave it as it came.
 """
@@ -467,3 +471,133 @@ def readout_gradient_norm(model: nn.Module, images: torch.Tensor, labels: torch.
         handle.remove()
     (gradient,) = torch.autograd.grad(loss, readout)  # (B, D), row b = d(loss_b)/d(r_b); no .grad written
     return gradient.norm(dim=1).mean().item()
+
+
+# ---- lesson 7: baselines and intervals for the deletion test, and the shapes of a table ---------
+
+
+def background_distance(images: torch.Tensor, background: torch.Tensor, patch_size: int) -> torch.Tensor:
+    """A map made without any model: how far each patch's pixels are from the background colour
+    (the mean over the patch of each pixel's Euclidean distance from `background`). Ranking patches
+    by it finds whatever stands out from the background, which is the baseline a map's deletion test
+    must beat before it says anything about the model.
+
+    Args:
+        images: (B, C, H, W) float; H and W multiples of patch_size.
+        background: (C,) the background colour (or a number for every channel).
+        patch_size: side P of a patch, in pixels.
+    Returns:
+        (B, H/P, W/P) scores, >= 0.
+    """
+    check_float_images(images, "images")
+    B, C, H, W = images.shape
+    P = check_whole(patch_size, "patch_size")
+    if H % P or W % P:
+        raise ValueError(f"images of {H}x{W} pixels do not split into patches of {P}x{P}")
+    if not isinstance(background, torch.Tensor):
+        background = torch.tensor(check_number(background, "background"), dtype=images.dtype)
+    if background.shape not in ((), (C,)):
+        raise ValueError(
+            f"expected background as a number or one value per channel ({C},), got {tuple(background.shape)}"
+        )
+    distance = (images - background.to(images.dtype).reshape(-1, 1, 1)).norm(dim=1)  # (B, H, W)
+    return distance.reshape(B, H // P, P, W // P, P).mean(dim=(2, 4))  # (B, rows, cols)
+
+
+def keep_patches(images: torch.Tensor, patches: torch.Tensor, fill: float | torch.Tensor = 0.0) -> torch.Tensor:
+    """The other half of the deletion test, the insertion test: `images` with only the chosen
+    patches kept and every other patch painted over with `fill` (delete_patches of the rest).
+
+    Args:
+        images: (B, C, H, W).
+        patches: (B, rows, cols) bool, True for the patches to keep (e.g. `top_patches`).
+        fill: the colour of everything else: a number, or one per channel (C,).
+    Returns:
+        (B, C, H, W), a new tensor.
+    """
+    check_tensor(patches, "patches", "(B, rows, cols)", ndim=3)
+    if patches.dtype != torch.bool:
+        raise ValueError(f"expected boolean patches (True: keep), got {patches.dtype}; e.g. top_patches(scores, k)")
+    return delete_patches(images, ~patches, fill)
+
+
+def paired_bootstrap(
+    correct_a: torch.Tensor, correct_b: torch.Tensor, samples: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """The difference of two accuracies measured on the same images, with a 95 % interval from a
+    paired bootstrap: resample the images (with replacement), keep each image's pair of answers.
+
+    Args:
+        correct_a, correct_b: (B,) bool, whether each image was answered right under A and under B.
+        samples: bootstrap resamples.
+        seed: the resampling's seed (the same seed, the same interval).
+    Returns:
+        (difference, low, high) in accuracy points (fractions: 0.05 is 5 points), A minus B.
+    """
+    check_tensor(correct_a, "correct_a", "(B,)", ndim=1)
+    check_tensor(correct_b, "correct_b", "(B,)", ndim=1)
+    if correct_a.shape != correct_b.shape or len(correct_a) == 0:
+        raise ValueError(
+            f"expected two answers per image, on the same images, got {tuple(correct_a.shape)} and "
+            f"{tuple(correct_b.shape)}"
+        )
+    samples = check_whole(samples, "samples", minimum=100)
+    seed = check_whole(seed, "seed", minimum=0)
+    gap = correct_a.float() - correct_b.float()  # (B,) each image's -1, 0 or +1
+    generator = torch.Generator().manual_seed(seed)
+    resampled = torch.randint(len(gap), (samples, len(gap)), generator=generator)  # (samples, B)
+    means = gap[resampled].mean(dim=1)  # (samples,)
+    low, high = torch.quantile(means, torch.tensor([0.025, 0.975])).tolist()
+    return gap.mean().item(), low, high
+
+
+def local_attention(grid_size: int, radius: int = 1, num_prefix_tokens: int = 1) -> torch.Tensor:
+    """The weights of a made-up local head: each patch attends evenly to the patches at most
+    `radius` rows and columns away (itself included: a 3 x 3 neighbourhood for radius 1, fewer at
+    the edges), nothing to the class token; the class token attends to itself. Measure it with
+    mean_attention_distance(weights[None, None, None], grid_size, patch_size) to see what a local
+    head reads.
+
+    Returns:
+        (T, T), T = num_prefix_tokens + grid_size ** 2, each row summing to 1.
+    """
+    side = check_whole(grid_size, "grid_size")
+    radius = check_whole(radius, "radius", minimum=0)
+    prefix = check_whole(num_prefix_tokens, "num_prefix_tokens", minimum=0)
+    cells = grid_coordinates(side, side)  # (N, 2)
+    steps = (cells[:, None] - cells[None]).abs().amax(dim=-1)  # (N, N) rows or columns apart, the larger
+    near = (steps <= radius).float()  # (N, N)
+    T = prefix + side * side
+    weights = torch.zeros(T, T)
+    weights[:prefix, :prefix] = torch.eye(prefix)  # prefix tokens attend to themselves
+    weights[prefix:, prefix:] = near / near.sum(dim=-1, keepdim=True)  # (N, N), rows sum to 1
+    return weights
+
+
+def row_column_similarity(similarity: torch.Tensor, grid_size: int | tuple[int, int]) -> tuple[float, float]:
+    """Does a position table encode the row, the column, or both? The mean similarity of pairs of
+    positions in the same row (different columns) and of pairs in the same column (different rows).
+    On a square grid the two sets of pairs are equally far apart, so a gap between them is a
+    preference for one direction: a table that codes only the row has "same row" high and "same
+    column" at or below zero.
+
+    Args:
+        similarity: (N, N) cosine similarities of N = rows * cols positions (row-major), e.g.
+            pos_embed_similarity(table).
+        grid_size: patches per side (or (rows, cols)); at least 2 of each.
+    Returns:
+        (same row, same column), rounded to 3 decimals, for printing.
+    """
+    rows, cols = to_2tuple(grid_size, "grid_size")
+    check_tensor(similarity, "similarity", "(N, N)", ndim=2)
+    if min(rows, cols) < 2:
+        raise ValueError(f"a {rows} x {cols} grid has no pairs in the same row and the same column; it needs 2 x 2")
+    if similarity.shape != (rows * cols, rows * cols):
+        raise ValueError(
+            f"expected ({rows * cols}, {rows * cols}) similarities for a {rows} x {cols} grid, "
+            f"got {tuple(similarity.shape)}"
+        )
+    cells = grid_coordinates(rows, cols)  # (N, 2)
+    same_row = (cells[:, None, 0] == cells[None, :, 0]) & (cells[:, None, 1] != cells[None, :, 1])  # (N, N)
+    same_col = (cells[:, None, 1] == cells[None, :, 1]) & (cells[:, None, 0] != cells[None, :, 0])  # (N, N)
+    return round(similarity[same_row].mean().item(), 3), round(similarity[same_col].mean().item(), 3)

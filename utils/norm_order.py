@@ -135,11 +135,11 @@ def shipped_values(name: str, key: str = "val_accuracy") -> list:
 
 def agrees_with_shipped(name: str, run: dict, data: Split, key: str = "val_accuracy") -> Agreement:
     """Whether a live run of arm `name` (run_arm's dict) agrees with the shipped seeds: exactly, if
-    this kind of CPU made lesson5.json, else inside where one more seed lands (see
+    this kind of CPU made its runs in lesson5.json, else inside where one more seed lands (see
     utils.ablations.agrees_with_shipped)."""
     runs = shipped_runs(name)
     check_split(data, "digits", name)
-    return agreement_of_runs(runs, run, key, made_here(RESULTS_FILE), data, name)
+    return agreement_of_runs(runs, run, key, made_here(RESULTS_FILE, name), data, name)
 
 
 def best_lr(order: str, warmup: float) -> float:

@@ -5,6 +5,7 @@ modules share; the generic argument checks live in `utils.validation`.
 """
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from utils.validation import WrongTypeError, check_device, check_dtype, check_tensor, check_whole, describe
@@ -177,3 +178,55 @@ class PatchEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"image_size={self.image_size}, patch_size={self.patch_size}, num_patches={self.num_patches}"
+
+
+def patch_resize_matrix(old_size: int, new_size: int, mode: str = "bilinear") -> torch.Tensor:
+    """The (new*new, old*old) float64 matrix R of resizing one old x old patch to new x new pixels:
+    R @ patch.flatten() == F.interpolate(patch, (new, new), mode, align_corners=False,
+    antialias=False).flatten(), built by resizing each basis patch (each channel alike)."""
+    old, new = check_whole(old_size, "old_size"), check_whole(new_size, "new_size")
+    if mode not in ("bilinear", "bicubic", "nearest"):
+        raise ValueError(f"mode must be 'bilinear', 'bicubic' or 'nearest', got {mode!r}")
+    basis = torch.eye(old * old, dtype=torch.float64).reshape(old * old, 1, old, old)  # one patch per pixel
+    extra = {} if mode == "nearest" else {"align_corners": False, "antialias": False}
+    resized = F.interpolate(basis, size=(new, new), mode=mode, **extra)  # (old*old, 1, new, new)
+    return resized.reshape(old * old, new * new).T  # (new*new, old*old)
+
+
+def resize_patches(patches: torch.Tensor, new_size: int, mode: str = "bilinear") -> torch.Tensor:
+    """(..., C, P, P) patches -> (..., C, new, new), each resized on its own by patch_resize_matrix's R."""
+    check_tensor(patches, "patches", "(..., C, P, P)")
+    P = patches.shape[-1]
+    if patches.ndim < 3 or patches.shape[-2] != P:
+        raise ValueError(f"expected square patches shaped (..., C, P, P), got {tuple(patches.shape)}")
+    R = patch_resize_matrix(P, new_size, mode).to(patches.dtype)  # (new*new, P*P)
+    flat = patches.reshape(*patches.shape[:-2], P * P) @ R.T  # (..., C, new*new)
+    return flat.reshape(*patches.shape[:-2], new_size, new_size)
+
+
+def resize_patch_embed(weight: torch.Tensor, new_patch_size: int, mode: str = "bilinear") -> torch.Tensor:
+    """FlexiViT's pseudo-inverse resize of a patch-embedding kernel (Beyer et al. 2023, "FlexiViT: One
+    Model for All Patch Sizes", eq. 4; timm's resample_patch_embed): the (D, C, P, P) kernel w becomes
+    the (D, C, Q, Q) kernel pinv(R^T) w, R the resize of a patch from P to Q pixels (patch_resize_matrix).
+
+    Its promise: for Q >= P, a patch x resized to Q x Q and embedded with the new kernel gives the
+    token the old kernel gives x, <R x, w_new> = <x, w>, for every x (R^T pinv(R^T) = I when R has
+    full column rank). For Q < P no kernel can keep every token; this one keeps them in the least-
+    squares sense. The bias is unchanged. Computed in float64, returned in the weight's dtype.
+
+    Args:
+        weight: (D, C, P, P), e.g. model.patch_embed.proj.weight.
+        new_patch_size: Q, the new patch side.
+        mode: the resize the images will see: "bilinear" (default), "bicubic" or "nearest".
+    Returns:
+        (D, C, Q, Q).
+    """
+    check_tensor(weight, "weight", "(D, C, P, P)")
+    if weight.ndim != 4 or weight.shape[-1] != weight.shape[-2]:
+        raise ValueError(f"expected a kernel shaped (D, C, P, P), got {tuple(weight.shape)}")
+    D, C, P, _ = weight.shape
+    Q = check_whole(new_patch_size, "new_patch_size")
+    R = patch_resize_matrix(P, Q, mode)  # (Q*Q, P*P)
+    inverse = torch.linalg.pinv(R.T)  # (Q*Q, P*P)
+    resized = weight.detach().to(torch.float64).reshape(D * C, P * P) @ inverse.T  # (D*C, Q*Q)
+    return resized.reshape(D, C, Q, Q).to(weight.dtype)

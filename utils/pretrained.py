@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from utils.timm_models import TIMM_VIT_CLASSES, named_timm_settings, timm_settings, timm_state_dict
 from utils.validation import WrongTypeError, check_whole
 from utils.vit import VisionTransformer, ViTConfig
 from utils.weights import (
@@ -78,15 +79,25 @@ def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int |
     """Read a ViT's shape off its timm-layout tensors.
 
     patch_embed.proj.weight (D, C, P, P) gives embed_dim, in_channels and patch_size; the block
-    indices give depth; blocks.0.mlp.fc1.weight (hidden, D) gives mlp_ratio; head.weight
-    (classes, D) gives num_classes (0 without a head); cls_token gives pool="cls" (else "mean");
-    fc_norm.weight gives fc_norm=True (timm's global_pool="avg" layout: LayerNorm after averaging;
-    timm's models with a class token and an fc_norm are refused: the course's ViT cannot compute
-    them); norm_pre.weight gives norm_pre=True (timm's pre_norm, a LayerNorm before the first
-    block, as in CLIP); pos_embed (1, prefix + N, D) gives a learned table and a square image of sqrt(N) * P pixels.
-    The head count is no tensor's shape: pass num_heads unless the width is a published one
-    (192, 384, 768, 1024: heads 64 wide). norm_eps stays timm's 1e-6. `overrides` win over all
-    of it (pos_embed="sincos" for a fixed table, image_size for a model without positions).
+    indices give depth; blocks.0.mlp.fc1.weight (hidden, D) gives mlp_ratio (blocks.0.mlp.fc1_g.weight:
+    mlp="swiglu"); head.weight (classes, D) gives num_classes (0 without a head); cls_token gives
+    pool="cls" (else "mean"); dist_token gives dist_token=True (DeiT); reg_token (1, R, D) gives
+    reg_tokens=R; blocks.0.attn.q_norm.weight gives qk_norm=True; blocks.0.ls1.gamma gives LayerScale;
+    fc_norm.weight gives fc_norm=True (timm's global_pool="avg" layout: LayerNorm after averaging);
+    norm_pre.weight gives norm_pre=True (timm's pre_norm, a LayerNorm before the first block, as in
+    CLIP); pos_embed (1, T, D) gives a learned table and a square image: of sqrt(T - prefix) * P pixels
+    when T - prefix is a square, else of sqrt(T) * P with no_embed_class=True (the table leaves the
+    prefix tokens out: DeiT III, DINOv2 with registers).
+
+    What a state dict cannot show, and so is assumed unless `overrides` say otherwise: the head
+    count (pass num_heads unless the width is a published one, 192, 384, 768, 1024: heads 64 wide),
+    the activation (act="gelu"; SigLIP's is "gelu_tanh", CLIP's "quick_gelu"), the LayerNorms'
+    epsilon (timm's 1e-6; CLIP's is 1e-5), the block kind (timm's residual post-norm and parallel
+    blocks hold tensors of the same names), the pooling of a model with a class token and an
+    fc_norm (refused: two timm layouts fit), the image size of a model without positions, rotary
+    positions (no tensors), and LayerScale's starting value (1e-5 here; the weights hold the trained
+    scales). `from_timm` given a timm model, or a timm model name, reads all of them.
+    `overrides` win over all of it (pos_embed="sincos" for a fixed table, image_size, act, ...).
     """
     check_state_dict(state_dict, "config_from_state_dict")
     if "patch_embed.proj.weight" not in state_dict:
@@ -95,21 +106,25 @@ def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int |
         )
         raise ValueError(f"not a timm-layout ViT state dict: it has no 'patch_embed.proj.weight'{hint}")
     _check_ndim(state_dict, "patch_embed.proj.weight", 4, "(D, C, P, P)")
-    if "fc_norm.weight" in state_dict and "cls_token" in state_dict:
+    if "fc_norm.weight" in state_dict and "cls_token" in state_dict and "pool" not in overrides:
         raise ValueError(
             "a class token and an fc_norm: timm's global_pool='avg' with a class token (MAE-style fine-tuning: "
             "the patch tokens averaged, the class token left out) or global_pool='token' with fc_norm=True. "
-            "The course's ViT puts fc_norm only after averaging the patch tokens of a model without a class "
-            "token (ViTConfig(pool='mean', fc_norm=True)), so it cannot compute this model"
+            "The state dict cannot tell the two apart: pass pool='mean' for the first (ViTConfig(pool='mean', "
+            "class_token=True, fc_norm=True)), or pass the timm model itself to from_timm"
         )
     D, C, P, _ = state_dict["patch_embed.proj.weight"].shape  # (D, C, P, P)
     blocks = {int(m[1]) for name in state_dict if (m := re.match(r"blocks\.(\d+)\.", name))}
+    swiglu = "blocks.0.mlp.fc1_g.weight" in state_dict
+    fc1 = "blocks.0.mlp.fc1_g.weight" if swiglu else "blocks.0.mlp.fc1.weight"
     if blocks:
-        _check_ndim(state_dict, "blocks.0.mlp.fc1.weight", 2, "(hidden, D)")
-    hidden = state_dict["blocks.0.mlp.fc1.weight"].shape[0] if blocks else 4 * D  # (hidden, D)
+        _check_ndim(state_dict, fc1, 2, "(hidden, D)")
+    hidden = state_dict[fc1].shape[0] if blocks else 4 * D  # (hidden, D)
     mlp_ratio = hidden / D
     if int(D * mlp_ratio) != hidden:  # the model builds int(D * mlp_ratio) units: round up a hair
         mlp_ratio = math.nextafter(mlp_ratio, math.inf)
+    class_token = "cls_token" in state_dict
+    reg_tokens = _check_ndim(state_dict, "reg_token", 3, "(1, R, D)")[1] if "reg_token" in state_dict else 0
     fields = dict(
         patch_size=P,
         in_channels=C,
@@ -118,21 +133,48 @@ def config_from_state_dict(state_dict: dict[str, torch.Tensor], num_heads: int |
         mlp_ratio=mlp_ratio,
         qkv_bias="blocks.0.attn.qkv.bias" in state_dict,
         num_classes=_check_ndim(state_dict, "head.weight", 2, "(classes, D)")[0] if "head.weight" in state_dict else 0,
-        pool="cls" if "cls_token" in state_dict else "mean",
+        pool="cls" if class_token else "mean",
         fc_norm="fc_norm.weight" in state_dict,
         norm_pre="norm_pre.weight" in state_dict,
         pos_embed="learned" if "pos_embed" in state_dict else "none",
         norm_eps=1e-6,
     )
+    late = dict(
+        reg_tokens=reg_tokens,
+        dist_token="dist_token" in state_dict,
+        qk_norm="blocks.0.attn.q_norm.weight" in state_dict,
+        layer_scale=1e-5 if "blocks.0.ls1.gamma" in state_dict else None,
+        mlp="swiglu" if swiglu else "gelu",
+    )
+    fields.update({name: value for name, value in late.items() if value})  # the defaults stay unset
     fields.update(overrides)
+    if fields.get("pool") == "mean" and class_token and "class_token" not in fields:
+        fields["class_token"] = True
+    prefix = int(class_token) + int(late["dist_token"]) + reg_tokens
     if "image_size" not in fields:
         if "pos_embed" not in state_dict:
             raise ValueError("no pos_embed to read the image size from: pass image_size=...")
-        num_patches = _check_ndim(state_dict, "pos_embed", 3, "(1, T, D)")[1] - (fields["pool"] == "cls")  # N
-        side = math.isqrt(num_patches)
-        if side * side != num_patches:
-            raise ValueError(f"{num_patches} patch positions are no square grid: pass image_size=(H, W)")
-        fields["image_size"] = side * P
+        rows = _check_ndim(state_dict, "pos_embed", 3, "(1, T, D)")[1]  # T
+        no_embed_class = fields.get("no_embed_class")
+        candidates = [(rows - prefix, False), (rows, True)] if prefix else [(rows, False)]
+        if no_embed_class is not None:
+            candidates = [(n, flag) for n, flag in candidates if flag == no_embed_class]
+        for num_patches, flag in candidates:
+            side = math.isqrt(max(num_patches, 0))
+            if num_patches > 0 and side * side == num_patches:
+                fields["image_size"] = side * P
+                if flag:
+                    fields["no_embed_class"] = True
+                break
+        else:
+            raise ValueError(
+                f"a position table of {rows} rows with {prefix} prefix token(s) (class, distillation, registers) "
+                "covers no square grid of patches, with or without the prefix rows: pass image_size=(H, W)"
+            )
+    elif prefix and "no_embed_class" not in fields and "pos_embed" in state_dict:
+        H, W = fields["image_size"] if isinstance(fields["image_size"], (tuple, list)) else (fields["image_size"],) * 2
+        if state_dict["pos_embed"].shape[1] == (H // P) * (W // P):
+            fields["no_embed_class"] = True
     if num_heads is None:
         if D not in KNOWN_NUM_HEADS:
             raise ValueError(
@@ -164,10 +206,20 @@ def as_float32(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor
     return {name: tensor.float() for name, tensor in state_dict.items()}
 
 
-def from_timm(
-    state_dict: dict[str, torch.Tensor], num_heads: int | None = None, *, assign: bool = False, **overrides
-) -> VisionTransformer:
-    """A VisionTransformer shaped by config_from_state_dict, holding exactly these weights.
+def from_timm(state_dict, num_heads: int | None = None, *, assign: bool = False, **overrides) -> VisionTransformer:
+    """A VisionTransformer computing what a timm ViT computes, holding exactly its weights.
+
+    Three ways to call it:
+    - from_timm(timm_model): a timm VisionTransformer (or DeiT's VisionTransformerDistilled) object;
+      its architecture is read off the object (utils.timm_models.timm_settings: the activation, the
+      norms, the pooling, the tokens, the MLP kind, the block kind, ...) without importing timm.
+    - from_timm("vit_small_patch14_reg4_dinov2", state_dict): a model name of timm's
+      vision_transformer or deit modules and its tensors; the settings come from the table
+      utils/timm_vit_settings.json, read from timm 1.0.31's own models.
+    - from_timm(state_dict, num_heads): the tensors alone, shaped by config_from_state_dict (its
+      docstring lists what a state dict cannot show, and what is assumed for it).
+    A model the course's ViT does not compute (attention pooling, RMSNorm, residual post-norm or
+    parallel blocks, ...) raises a ValueError (utils.timm_models.TimmRefusal) naming the feature.
 
     With assign=True the model takes the tensors themselves instead of copies (it is built on
     PyTorch's "meta" device, which allocates nothing): half the peak memory for a big checkpoint,
@@ -178,7 +230,25 @@ def from_timm(
     another shape (named by VisionTransformer.load_state_dict), so nothing loads half-way, and one
     that names the tensors holding NaN or infinity (a corrupt file).
     """
-    state_dict = as_float32(check_state_dict(state_dict, "from_timm"))
+    if isinstance(state_dict, nn.Module) and type(state_dict).__module__.startswith("timm."):
+        if type(state_dict).__name__ not in TIMM_VIT_CLASSES:
+            raise WrongTypeError(
+                f"from_timm takes a timm VisionTransformer, a timm model name and its state dict, or a state dict; "
+                f"got a {type(state_dict).__module__}.{type(state_dict).__name__}"
+            )
+        settings = timm_settings(state_dict)
+        num_heads, overrides = settings.pop("num_heads"), {**settings, **overrides}
+        state_dict = state_dict.state_dict()
+    elif isinstance(state_dict, str) and not _looks_like_a_path(state_dict):
+        if not isinstance(num_heads, Mapping):
+            raise WrongTypeError(
+                f"from_timm({state_dict!r}, state_dict): a model name needs its state dict as the second "
+                f"argument, got {type(num_heads).__name__}"
+            )
+        settings = named_timm_settings(state_dict)
+        state_dict, num_heads = num_heads, settings.pop("num_heads")
+        overrides = {**settings, **overrides}
+    state_dict = timm_state_dict(as_float32(check_state_dict(state_dict, "from_timm")))
     check_finite(state_dict, "the checkpoint")
     config = config_from_state_dict(state_dict, num_heads, **overrides)
     if assign:
@@ -196,6 +266,14 @@ def from_timm(
     if problems:
         raise ValueError("the checkpoint does not fit the inferred model:\n  " + "\n  ".join(problems))
     return model.eval()
+
+
+def _looks_like_a_path(text: str) -> bool:
+    """Whether a str given to from_timm is a file's path (refused: read it first), not a timm model name."""
+    return "/" in text or "\\" in text or text.endswith(WEIGHT_SUFFIXES) or Path(text).expanduser().exists()
+
+
+WEIGHT_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npz")
 
 
 # Hugging Face names -> timm names, per encoder layer; both the hub files' layout (older

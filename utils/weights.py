@@ -441,8 +441,19 @@ def save_trained(
 
 
 # ViTConfig fields added after the first checkpoints were written: a file without one gets the default,
-# the option off, which is the model it was trained as. Any other field it lacks is refused.
-_FIELDS_ADDED_LATER = ("fc_norm", "norm_pre")
+# the option off (the plain ViT), which is the model it was trained as. Any other field it lacks is refused.
+_FIELDS_ADDED_LATER = (
+    "fc_norm",
+    "norm_pre",
+    "class_token",
+    "reg_tokens",
+    "dist_token",
+    "no_embed_class",
+    "layer_scale",
+    "qk_norm",
+    "act",
+    "mlp",
+)
 
 
 def load_trained(name: str, checkpoint_dir: str | Path = CHECKPOINT_DIR) -> tuple[VisionTransformer, dict]:

@@ -1,5 +1,6 @@
-"""Lesson 9's exercise checkers: how steep the loss is at the vector the head reads (the readout
-gradient norm), and the verdict on two sets of runs (means, spreads, Welch's test)."""
+"""Lesson 9's exercise checkers: Holm's adjusted p-values of a family of comparisons, how steep the
+loss is at the vector the head reads (the readout gradient norm), and the verdict on two sets of
+runs (means, spreads, Welch's test)."""
 
 import copy
 import difflib
@@ -574,3 +575,101 @@ def check_verdict(fn: Callable[[list, list], dict]) -> None:
         )
     _check_significance(judged)
     print("✓ verdict matches compare: means, sample stds, Welch's two-sided p and p < 0.05, on 5 pairs of runs")
+
+
+# ---- Holm's correction of a family of p-values ----------------------------------------------------
+
+HOLM_CASES = (
+    ((0.01, 0.04, 0.03, 0.2), "4 p's, two of them swapped in size"),
+    ((0.3, 0.001, 0.02), "3 p's, the smallest in the middle"),
+    ((0.04, 0.6, 0.5, 0.45, 0.02), "5 p's, some adjusted past 1"),
+    ((0.012,), "a family of one"),
+)
+HOLM_RTOL = 1e-6  # float32 arrays and tensors are fine
+
+
+def _holm_variants(p: tuple) -> dict[str, tuple[list[float], str]]:
+    """What the usual mistakes give for `p`, each with its message."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+
+    def step_down(multiplier, monotone=True, cap=True, keep_order=True):
+        adjusted, running = [0.0] * m, 0.0
+        for rank, i in enumerate(order):
+            value = multiplier(rank) * p[i]
+            value = min(1.0, value) if cap else value
+            running = max(running, value) if monotone else value
+            adjusted[i] = running
+        return adjusted if keep_order else [adjusted[i] for i in order]
+
+    return {
+        "raw": (
+            list(p),
+            "these are the p-values unchanged: Holm multiplies the i-th smallest p (i from 0) by m - i, "
+            "so a family of m comparisons cannot keep its raw p's",
+        ),
+        "bonferroni": (
+            [min(1.0, m * value) for value in p],
+            "every p was multiplied by m: that is Bonferroni's correction; Holm multiplies only the smallest "
+            "by m, the next by m - 1, and so on down to 1 for the largest",
+        ),
+        "reversed": (
+            step_down(lambda rank: rank + 1),
+            "the smallest p was multiplied by 1 and the largest by m: the other way round; the smallest p "
+            "faces the most comparisons (m), the largest the fewest (1)",
+        ),
+        "not monotone": (
+            step_down(lambda rank: m - rank, monotone=False),
+            "a larger p came out with a smaller adjusted p than a smaller one: keep the adjusted p's "
+            "non-decreasing in the order of the raw p's (each at least the one before it: a running maximum)",
+        ),
+        "no cap": (
+            step_down(lambda rank: m - rank, cap=False),
+            "an adjusted p came out above 1: a p-value is a probability; cap each at 1",
+        ),
+        "sorted": (
+            step_down(lambda rank: m - rank, keep_order=False),
+            "the adjusted p's came back sorted, not in the order the p's were given: put each back at its "
+            "comparison's place",
+        ),
+    }
+
+
+def _as_floats(result: object, m: int, where: str) -> list[float]:
+    if isinstance(result, torch.Tensor | np.ndarray):
+        result = result.tolist()
+    if isinstance(result, str | bytes | Mapping) or not hasattr(result, "__iter__"):
+        raise CheckFailed(f"expected a list of {m} adjusted p-values, got {describe(result)} {where}")
+    values = list(result)
+    if len(values) != m:
+        raise CheckFailed(
+            f"expected {m} adjusted p-values, one per p given, got {len(values)} {where}: "
+            "Holm adjusts every p of the family, the significant ones and the others"
+        )
+    return [real_number(value, f"adjusted p {i}", where) for i, value in enumerate(values)]
+
+
+def check_holm(fn: Callable[[list], list]) -> None:
+    """Check a learner's holm(p_values) -> adjusted p-values (a list, tuple, array or tensor), in the
+    order given, against utils.rubric.holm (Holm 1979), on families with swapped sizes, adjusted
+    p's past 1, and a family of one; a wrong answer that is a usual mistake is named as it."""
+    from utils.rubric import holm  # the library's reference
+
+    for p, words in HOLM_CASES:
+        where = f"(for the p's {list(p)}: {words})"
+        result = call_learner(fn, list(p), returns=object, where=where)
+        got, reference = _as_floats(result, len(p), where), holm(p)
+        if all(math.isclose(g, r, rel_tol=HOLM_RTOL, abs_tol=1e-12) for g, r in zip(got, reference, strict=True)):
+            continue
+        for values, message in _holm_variants(p).values():
+            if values != reference and all(
+                math.isclose(g, v, rel_tol=HOLM_RTOL, abs_tol=1e-12) for g, v in zip(got, values, strict=True)
+            ):
+                raise CheckFailed(f"{message} {where}")
+        shown = ", ".join(f"{value:.4g}" for value in got)
+        expected = ", ".join(f"{value:.4g}" for value in reference)
+        raise CheckFailed(
+            f"got [{shown}], Holm gives [{expected}] {where}: sort the p's, multiply the i-th smallest "
+            "(i from 0) by m - i, keep them non-decreasing, cap at 1, and return them in the order given"
+        )
+    print(f"✓ holm matches Holm's step-down correction on {len(HOLM_CASES)} families, in the order given")

@@ -1,5 +1,6 @@
-"""Lesson 7's exercise checkers: attention rollout through all the layers of a ViT, and how far
-each head looks (the mean attention distance in pixels)."""
+"""Lesson 7's exercise checkers: the images of an insertion test (only a map's top patches kept),
+the weights of a made-up local head, and, in Going further, attention rollout through all the
+layers of a ViT and how far each head looks (the mean attention distance in pixels)."""
 
 from collections.abc import Callable
 
@@ -7,7 +8,14 @@ import torch
 import torch.nn.functional as F
 
 from utils.checks.core import call_learner, compare, summarize
-from utils.inspection import attention_rollout, mean_attention_distance
+from utils.inspection import (
+    attention_rollout,
+    delete_patches,
+    keep_patches,
+    local_attention,
+    mean_attention_distance,
+    top_patches,
+)
 
 ATOL = 1e-5  # float32 products written another way (einsum, a reduce) differ by ~1e-7
 
@@ -219,3 +227,148 @@ def check_mean_attention_distance(fn: Callable[[torch.Tensor, int, int], torch.T
             )
         )
     print(f"✓ mean_attention_distance matches the reference on {len(verdicts)} cases: {summarize(verdicts)}")
+
+
+# ---- the insertion test's images ------------------------------------------------------------
+
+INSERTION_CASES = [  # (B, C, side of the grid, patch size, k): k = 0 and k = N are included
+    (2, 3, 4, 2, 3),
+    (3, 1, 3, 3, 1),
+    (1, 3, 2, 4, 4),
+    (2, 3, 4, 2, 0),
+    (2, 3, 4, 2, 10),
+]
+
+
+def _insertion_variants(images, scores, k, fill) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible insertion images, each keyed by the sentence that explains it."""
+    N = scores.shape[1] * scores.shape[2]
+    top = top_patches(scores, k)  # (B, rows, cols)
+    variants = {
+        "you painted over the k top patches and kept the rest: that is the deletion test; keep the "
+        "k top patches and paint over every other one": delete_patches(images, top, fill),
+        "you kept the k patches with the lowest scores: keep the k highest, top_patches(scores, k)": keep_patches(
+            images, top_patches(-scores, k), fill
+        ),
+        "you painted with 0 (black), not with fill: pass the fill colour on": keep_patches(images, top, 0.0),
+        "your patch mask has rows and columns swapped (a transpose or a wrong permute): top_patches "
+        "already returns (B, rows, cols)": keep_patches(images, top.transpose(1, 2).contiguous(), fill),
+        "you returned the images unchanged: paint over every patch except the k top ones "
+        "(delete_patches with the other patches)": images,
+    }
+    if 0 < k < N:
+        variants["you kept N - k patches, not k: top_patches(scores, k) picks the ones to keep"] = keep_patches(
+            images, top_patches(scores, N - k), fill
+        )
+    return variants
+
+
+def check_insertion_images(fn: Callable) -> None:
+    """Check a learner's insertion_images(images, scores, k, fill): (B, C, H, W) with only each
+    image's k top-scoring patches kept, every other patch painted `fill` (C,)."""
+    generator = torch.Generator().manual_seed(0)
+    verdicts = []
+    for B, C, side, P, k in INSERTION_CASES:
+        images = torch.rand(B, C, side * P, side * P, generator=generator)  # (B, C, H, W)
+        scores = torch.randn(B, side, side, generator=generator)  # no ties
+        fill = torch.linspace(0.2, 0.6, C)  # (C,), a different value per channel
+        expected = keep_patches(images, top_patches(scores, k), fill)
+        where = f"for images {(B, C, side * P, side * P)}, scores {(B, side, side)}, k = {k}"
+        got = call_learner(fn, images.clone(), scores.clone(), k, fill.clone(), where=where)
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_wording="expected the images' shape (B, C, H, W) = {}",
+                atol=1e-6,
+                mistakes=_insertion_variants(images, scores, k, fill),
+                advice="; pick the k top patches with top_patches(scores, k), then paint over all the "
+                "others (delete_patches with the opposite mask, ~mask)",
+            )
+        )
+    print(f"✓ insertion_images matches the reference on {len(verdicts)} cases: {summarize(verdicts)}")
+
+
+# ---- a made-up local head ------------------------------------------------------------------
+
+LOCAL_SIDES = (4, 3, 5, 2)  # 4 first: on a 3 x 3 grid a wrap-around 3 x 3 and a 5 x 5 both cover it all
+
+
+def _local_variants(side: int) -> dict[str, torch.Tensor]:
+    """Wrong-but-plausible local heads (T, T), each keyed by the sentence that explains it."""
+    N, T = side * side, side * side + 1
+    index = torch.arange(N)
+    row, col = index // side, index % side
+    dr, dc = (row[:, None] - row[None]).abs(), (col[:, None] - col[None]).abs()  # (N, N)
+
+    def head(near: torch.Tensor, normalise: bool = True, cls_row=None) -> torch.Tensor:
+        near = near.float()
+        weights = torch.zeros(T, T)
+        weights[0, 0] = 1.0
+        if cls_row is not None:
+            weights[0] = cls_row
+        weights[1:, 1:] = near / near.sum(dim=-1, keepdim=True) if normalise else near / 9
+        return weights
+
+    square = (dr <= 1) & (dc <= 1)  # (N, N), the right neighbourhood
+    wrap_r = torch.minimum(dr, side - dr)
+    wrap_c = torch.minimum(dc, side - dc)
+    with_cls = torch.zeros(T, T)
+    with_cls[0, 0] = 1.0
+    with_cls[1:, 1:] = square.float()
+    with_cls[1:, 0] = 1.0
+    with_cls[1:] /= with_cls[1:].sum(dim=-1, keepdim=True)
+    return {
+        "only up, down, left and right (and itself): a 3 x 3 neighbourhood has the diagonal patches "
+        "too, at most one row and one column away": head(dr + dc <= 1),
+        "each patch leaves itself out: its own patch is the centre of its 3 x 3 neighbourhood": head(
+            square & (dr + dc > 0)
+        ),
+        "the rows are not renormalised at the edges: a corner patch has 4 neighbours (itself "
+        "included), not 9; divide each row by its own count": head(square, normalise=False),
+        "your patches also attend to the class token: the head reads patches only, so their weight "
+        "on token 0 is 0": with_cls,
+        "the class token's row is uniform: in this made-up head the class token attends only to "
+        "itself, row 0 = [1, 0, ..., 0]": head(square, cls_row=torch.full((T,), 1 / T)),
+        "the class token's row is all zeros: every row of attention weights sums to 1, so give it "
+        "weight 1 on itself": head(square, cls_row=torch.zeros(T)),
+        "your neighbourhood wraps around the edges (a modulo?): the grid ends at its border, a "
+        "corner patch has only 3 neighbours": head((wrap_r <= 1) & (wrap_c <= 1)),
+        "you took neighbours along the flattened sequence (|i - j| <= 1); on the grid patch i "
+        "sits at row i // side, column i % side": head((index[:, None] - index[None]).abs() <= 1),
+        "your neighbourhood is 5 x 5 (two steps away): a 3 x 3 one reaches one row and one column": head(
+            (dr <= 2) & (dc <= 2)
+        ),
+        "your weights are transposed (columns sum to 1): each query's row must sum to 1": head(square).T.contiguous(),
+    }
+
+
+def check_local_head(fn: Callable[[int], torch.Tensor]) -> None:
+    """Check a learner's local_head(grid_size): (T, T) weights, T = 1 + grid_size**2, of a head
+    where each patch attends evenly to its 3 x 3 neighbourhood and the class token to itself."""
+    verdicts = []
+    for side in LOCAL_SIDES:
+        expected = local_attention(side)  # (T, T)
+        T = side * side + 1
+        where = f"for grid_size = {side} (T = {T})"
+        got = call_learner(fn, side, where=where)
+        verdicts.append(
+            compare(
+                got,
+                expected,
+                where,
+                shape_wording="expected (T, T) = {}",
+                shape_hints={
+                    (T - 1, T - 1): "you returned the patches only; put the class token in front, "
+                    "as token 0 (T = 1 + grid_size**2)",
+                    (1, 1, 1, T, T): "return the (T, T) matrix itself; the lesson adds the "
+                    "(depth, B, heads) axes when it measures",
+                },
+                atol=1e-6,
+                mistakes=_local_variants(side),
+                advice="; for each patch, mark the patches at most one row and one column away "
+                "(itself included), divide by their count; the class token's row is [1, 0, ..., 0]",
+            )
+        )
+    print(f"✓ local_head matches the reference on {len(verdicts)} cases: {summarize(verdicts)}")

@@ -1,4 +1,5 @@
-"""Lesson 6's exercise checkers: the warm-up + cosine learning-rate schedule, one training step."""
+"""Lesson 6's exercise checkers: one training step, the magnitude-matched position table, grading a
+comparison by the rubric (utils.rubric), and the warm-up + cosine learning-rate schedule."""
 
 import inspect
 import math
@@ -441,3 +442,240 @@ def check_train_step(fn: Callable[[nn.Module, torch.optim.Optimizer, torch.Tenso
     if not all(ours.matches(theirs) for ours, theirs in zip(learner, reference)):
         raise CheckFailed(_step_failure(learner, reference, start))
     print("✓ train_step matches the reference over 3 steps: same losses, same parameters")
+
+
+# ---- grading a comparison by the rubric ---------------------------------------------------------
+
+# Per-seed accuracies in points and a smallest effect of interest, chosen so that the rubric's
+# outcome and every typical mistake's differ somewhere, and Welch's test decides each (no outlier).
+GRADE_CASES = [
+    ([92.2, 92.7, 92.6, 92.8, 92.8], [94.4, 84.7, 86.9, 94.1, 89.9], 1.0),
+    ([89.5, 89.9, 89.6, 90.0, 89.0], [87.1, 87.6, 87.3], 2.0),
+    ([89.0, 88.4, 89.0, 88.4], [87.3, 87.6, 87.1, 88.7], 2.0),
+    ([89.9, 88.7, 89.3, 89.8, 89.1, 88.7], [87.9, 87.7, 88.1], 2.0),
+    ([87.3, 89.2, 88.1, 87.8, 88.3, 88.1], [90.6, 88.1, 88.0], 1.0),
+]
+OUTCOMES = ("supported", "refuted", "inconclusive")
+
+
+def _interval(a, b, ddof: int = 1, pooled: bool = False) -> tuple[float, float, float]:
+    """(difference of means, its standard error, degrees of freedom): Welch's, or Student's pooled."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    difference = float(a.mean() - b.mean())
+    if pooled:
+        df = len(a) + len(b) - 2
+        variance = ((len(a) - 1) * a.var(ddof=1) + (len(b) - 1) * b.var(ddof=1)) / df
+        return difference, math.sqrt(variance * (1 / len(a) + 1 / len(b))), df
+    va, vb = a.var(ddof=ddof) / len(a), b.var(ddof=ddof) / len(b)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return difference, math.sqrt(va + vb), df
+
+
+def _wrong_grade(ddof=1, pooled=False, z=False, one_sided=False, reverse=False, against=None, supported_when=None):
+    """A rubric with one typical mistake switched on (the defaults make the right one)."""
+    from scipy.stats import t as student_t
+
+    def grade_higher(a, b, effect):
+        if reverse:
+            a, b = b, a
+        difference, error, df = _interval(a, b, ddof, pooled)
+        p = 2 * float(student_t.sf(abs(difference / error), df)) / (2 if one_sided else 1)
+        half = (1.959964 if z else float(student_t.ppf(0.975, df))) * error
+        low, high = difference - half, difference + half
+        if supported_when == "whole interval":
+            return "refuted" if high < effect else "supported" if low >= effect else "inconclusive"
+        if supported_when == "not significant":
+            return "supported" if difference > 0 and p < 0.05 else "refuted"
+        if supported_when == "difference":
+            return "supported" if difference >= effect else "refuted"
+        if high < (0.0 if against == "zero" else effect):
+            return "refuted"
+        return "supported" if difference > 0 and p < 0.05 else "inconclusive"
+
+    return grade_higher
+
+
+WRONG_GRADES = [  # (a rubric with one typical mistake, the sentence that names it)
+    (
+        _wrong_grade(z=True),
+        "your interval uses 1.96, the normal distribution's 97.5 % point; with a few seeds Welch's interval "
+        "takes Student's t at Welch's degrees of freedom, scipy.stats.t.ppf(0.975, df), 2.3 to 2.8 for five "
+        "seeds each: your interval is too narrow",
+    ),
+    (
+        _wrong_grade(pooled=True),
+        "you pooled the two arms' variances (Student's t-test, equal_var=True); the rubric uses Welch's test, "
+        "where each arm keeps its own spread: standard error sqrt(sa**2 / na + sb**2 / nb), Welch's df",
+    ),
+    (
+        _wrong_grade(ddof=0),
+        "your standard deviations divide by n (NumPy's default, ddof=0); a sample's divides by n - 1: "
+        "np.std(x, ddof=1) or statistics.stdev",
+    ),
+    (
+        _wrong_grade(one_sided=True),
+        "your p-value is one-sided (half the two-sided one); the rubric asks for the two-sided p < 0.05",
+    ),
+    (
+        _wrong_grade(reverse=True),
+        "you graded B against A: the difference is mean(a) - mean(b), and 'higher' claims A above B",
+    ),
+    (
+        _wrong_grade(supported_when="not significant"),
+        "you called every comparison that is not significant refuted; refuted needs the whole interval below "
+        "the smallest effect of interest (high < effect); a non-significant one whose interval still reaches "
+        "the effect is inconclusive",
+    ),
+    (
+        _wrong_grade(supported_when="difference"),
+        "you compared the difference of means itself with the effect; the rubric judges its 95 % interval: "
+        "refuted when high < effect, supported when p < 0.05 and the difference is positive, else inconclusive",
+    ),
+    (
+        _wrong_grade(against="zero"),
+        "you called it refuted only when the interval lies below 0; refuted means it lies below the smallest "
+        "effect of interest: high < effect",
+    ),
+    (
+        _wrong_grade(supported_when="whole interval"),
+        "you called it supported only when the whole interval clears the effect; the rubric's supported needs "
+        "p < 0.05 with the difference positive (and not refuted): the effect may sit inside the interval",
+    ),
+]
+
+
+def _outcome(result: object, where: str) -> str:
+    """The learner's outcome as one of OUTCOMES (a Grade's .outcome, any case and spaces will do);
+    CheckFailed naming what came otherwise."""
+    outcome = getattr(result, "outcome", result)
+    if not isinstance(outcome, str):
+        raise CheckFailed(
+            f"return the outcome as a string, one of {', '.join(map(repr, OUTCOMES))}; got {describe(result)} {where}"
+        )
+    cleaned = outcome.strip().lower()
+    if cleaned not in OUTCOMES:
+        raise CheckFailed(f"return one of {', '.join(map(repr, OUTCOMES))}, got {outcome!r} {where}")
+    return cleaned
+
+
+def _grade_where(a, b, effect) -> str:
+    return f"for a = {a}, b = {b}, effect = {effect}"
+
+
+def check_grade_higher(fn: Callable[[list, list, float], str]) -> None:
+    """Check a learner's grade_higher(a, b, effect) -> "supported" | "refuted" | "inconclusive", the
+    rubric's outcome for the claim that A beats B by at least `effect`, on cases where Welch decides."""
+    from utils.rubric import grade
+
+    got, expected = [], []
+    for a, b, effect in GRADE_CASES:
+        where = _grade_where(a, b, effect)
+        result = call_learner(fn, list(a), list(b), effect, returns=object, where=where)
+        got.append(_outcome(result, where))
+        expected.append(grade(a, b, claim="higher", effect=effect).outcome)
+    if got == expected:
+        print(f"✓ grade_higher gives the rubric's outcome in all {len(GRADE_CASES)} cases")
+        return
+    for wrong, sentence in WRONG_GRADES:
+        if got == [wrong(list(a), list(b), effect) for a, b, effect in GRADE_CASES]:
+            raise CheckFailed(sentence)
+    i = next(i for i, (ours, theirs) in enumerate(zip(got, expected)) if ours != theirs)
+    a, b, effect = GRADE_CASES[i]
+    truth = grade(a, b, claim="higher", effect=effect)
+    raise CheckFailed(
+        f"{_grade_where(a, b, effect)} the outcome is {expected[i]!r}, you gave {got[i]!r}: the difference is "
+        f"{truth.difference:+.2f}, Welch's 95 % interval [{truth.low:+.2f}, {truth.high:+.2f}], p = {truth.p:.3f}; "
+        "refuted when high < effect, supported when p < 0.05 and the difference is positive, else inconclusive"
+    )
+
+
+# ---- the magnitude-matched position table -------------------------------------------------------
+
+
+def _sincos_table() -> torch.Tensor:
+    from utils.embeddings import sincos_pos_embed_2d
+
+    return sincos_pos_embed_2d(4, 64, True)  # (1, 17, 64): a zero class-token row, then 16 patch rows
+
+
+def _random_table() -> torch.Tensor:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(1, 5, 8, generator=generator) * torch.tensor([3.0, 1.0, 2.0, 0.5, 1.0])[None, :, None]
+
+
+NORM_CASES = [(_sincos_table, 0.14), (_random_table, 2.0)]
+
+
+def _mean_row_norm(rows: torch.Tensor) -> torch.Tensor:
+    return rows.norm(dim=-1).mean()
+
+
+WRONG_TABLES = [  # (table, target) -> a typical wrong table, and the sentence that names it
+    (
+        lambda t, target: t / t.norm(dim=-1, keepdim=True).clamp_min(1e-12) * target,
+        "you scaled every row to the target norm on its own; that changes the table's structure (how far "
+        "rows are from each other): one factor for the whole table, target / (mean norm of the patch rows)",
+    ),
+    (
+        lambda t, target: t * target / _mean_row_norm(t[0]),
+        "you averaged the norms over every row, the class token's too; the target is the mean norm of the "
+        "patch rows, table[0, 1:]",
+    ),
+    (
+        lambda t, target: t * target / t[0, 1:].std(),
+        "you matched the standard deviation of the numbers; the target is the mean norm of the patch rows: "
+        "table[0, 1:].norm(dim=-1).mean()",
+    ),
+    (
+        lambda t, target: t * target / t[0, 1:].norm(),
+        "you divided by the norm of all patch rows together; the target is the mean of the rows' norms: "
+        "table[0, 1:].norm(dim=-1).mean()",
+    ),
+    (
+        lambda t, target: t * target / t[0, 1:].norm(dim=-1).max(),
+        "you divided by the largest row norm; the target is the mean of the patch rows' norms",
+    ),
+    (
+        lambda t, target: t * _mean_row_norm(t[0, 1:]) / target,
+        "your factor is upside down: multiply by target / (mean norm of the patch rows)",
+    ),
+]
+
+
+def check_match_row_norm(fn: Callable[[torch.Tensor, float], torch.Tensor]) -> None:
+    """Check a learner's match_row_norm(table, target) -> the (1, T, D) table scaled by one factor so
+    that its patch rows (after the class-token row) have mean norm `target`. The class-token row may
+    be scaled with the rest or left as it is."""
+    for make, target in NORM_CASES:
+        table = make()
+        where = f"for a table {tuple(table.shape)} and target {target}"
+        before = table.clone()
+        result = call_learner(fn, table, target, returns=object, where=where)
+        if not torch.equal(table, before):
+            raise CheckFailed(
+                f"you changed the table you were given (in place, e.g. mul_) {where}: return a new tensor, "
+                "table * factor, so that the original arm keeps its table"
+            )
+        if not isinstance(result, torch.Tensor):
+            raise CheckFailed(f"return the scaled table, a tensor {tuple(table.shape)}; got {describe(result)} {where}")
+        if result.shape != table.shape:
+            raise CheckFailed(f"return the whole table, shape {tuple(table.shape)}; got {describe(result)} {where}")
+        expected = table * target / _mean_row_norm(table[0, 1:])
+        result = result.to(expected.dtype)
+        rows_right = torch.allclose(result[0, 1:], expected[0, 1:], atol=1e-6, rtol=1e-5)
+        cls_right = torch.allclose(result[0, :1], expected[0, :1], atol=1e-6) or torch.equal(
+            result[0, :1], table[0, :1]
+        )
+        if rows_right and cls_right:
+            continue
+        for wrong, sentence in WRONG_TABLES:
+            if torch.allclose(result[0, 1:], wrong(table, target)[0, 1:], atol=1e-6, rtol=1e-5):
+                raise CheckFailed(f"{sentence} ({where})")
+        if rows_right:
+            raise CheckFailed(f"the patch rows are right but the class-token row is neither scaled nor kept {where}")
+        got = _mean_row_norm(result[0, 1:]).item()
+        raise CheckFailed(
+            f"the patch rows' mean norm is {got:.4g}, expected {target} {where}, and the rows are not the "
+            "table's rows times one factor: table * target / table[0, 1:].norm(dim=-1).mean()"
+        )
+    print("✓ match_row_norm scales the table by one factor to the target mean row norm (a sin-cos and a random table)")

@@ -3,6 +3,8 @@ projection (+ class token, + position embeddings) -> L encoder blocks -> LayerNo
 the shape of every tensor for a given ViTConfig, and one encoder block opened up beside it; each
 step labelled with the paper's equation or with the lesson that builds it."""
 
+import re
+
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
@@ -10,7 +12,7 @@ from utils.encoder import mlp_hidden_dim
 from utils.patches import to_2tuple
 from utils.validation import WrongTypeError, check_flag, check_whole, describe
 from utils.vit import ViTConfig
-from utils.viz.core import DPI
+from utils.viz.core import DPI, with_alt_text
 
 # box colours: data (grey), the patch embedding of eq. 1 (blue), the encoder of eqs. 2-3 (orange),
 # the output of eq. 4 (green)
@@ -266,4 +268,12 @@ def show_architecture(
         f"ViT for {H} x {W} images: {P} px patches, D = {D}, L = {L} blocks, {heads} heads", fontsize=11, y=0.99
     )
     fig.subplots_adjust(left=0.0, right=1.0, top=0.95, bottom=0.0)
-    return fig
+    flow = ", then ".join(  # each box's first line, its TeX symbol left out
+        re.sub(r" ?\$[^$]*\$", "", text.split("\n")[0]) + f" {shape}" for text, _, shape, *_ in steps
+    )
+    return with_alt_text(
+        fig,
+        f"The ViT for {H} x {W} images as the data flows, each step with the shape it outputs: {flow}. "
+        f"Beside it one pre-norm encoder block opened up: LayerNorm, {heads}-head self-attention, add, "
+        f"LayerNorm, MLP {D} to {hidden} to {D}, add.",
+    )

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from utils.validation import check_tensor, check_whole
-from utils.viz.core import DPI, check_names, check_not_empty
+from utils.viz.core import DPI, check_names, check_not_empty, with_alt_text
 
 
 def _check_labels(labels: list[str] | None, N_q: int, N_k: int) -> None:
@@ -32,6 +32,14 @@ def _draw_weights(ax: plt.Axes, weights: np.ndarray, labels: list[str] | None, a
     return image
 
 
+def _largest(array: np.ndarray, labels: list[str] | None) -> str:
+    """Where a weight matrix is largest, in words: "0.46 (query cloud, key sun)"."""
+    i, j = np.unravel_index(int(np.argmax(array)), array.shape)
+    if labels is None:
+        return f"{array[i, j]:.2f} (query {i}, key {j})"
+    return f"{array[i, j]:.2f} (query {labels[i]}, key {labels[j]})"
+
+
 def show_attention(
     weights: torch.Tensor,
     labels: list[str] | None = None,
@@ -54,7 +62,13 @@ def show_attention(
     image = _draw_weights(ax, array, labels, annotate)
     ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    return fig
+    N_q, N_k = array.shape
+    tokens = f" ({', '.join(labels)})" if labels is not None and len(labels) <= 12 else ""
+    return with_alt_text(
+        fig,
+        f"{title}: a {N_q} x {N_k} heat map, one row per query, one column per key{tokens}; "
+        f"the largest weight is {_largest(array, labels)}.",
+    )
 
 
 def show_heads(
@@ -80,7 +94,13 @@ def show_heads(
         ax.set_title(f"head {head}")
     fig.suptitle(title)
     fig.tight_layout()
-    return fig
+    largest = "; ".join(f"head {head}: {_largest(array[head], labels)}" for head in range(heads))
+    N_q, N_k = array.shape[1:]
+    return with_alt_text(
+        fig,
+        f"{title}: {heads} heat maps side by side, one per head, each {N_q} queries by {N_k} keys. "
+        f"Largest weights: {largest}.",
+    )
 
 
 def format_matrix(
@@ -135,7 +155,9 @@ def show_weight_rows(
     axes[0][0].set_ylabel("weight")
     fig.suptitle(title)
     fig.tight_layout()
-    return fig
+    panels = "; ".join(f"{name}: largest weight {float(w.max()):.2f}" for name, w in rows.items())
+    keys = len(next(iter(rows.values())))
+    return with_alt_text(fig, f"{title}: bar charts of the weights over {keys} keys, on a 0 to 1 scale. {panels}.")
 
 
 def plot_attention_cost(tokens: list[int], nbytes: list[float], seconds: list[float], size: float = 3.5) -> plt.Figure:
@@ -169,4 +191,10 @@ def plot_attention_cost(tokens: list[int], nbytes: list[float], seconds: list[fl
         ax.set_title(label, fontsize=10)
         ax.legend()
     fig.tight_layout()
-    return fig
+    return with_alt_text(
+        fig,
+        f"Log-log plots against the number of tokens T ({tokens[0]} to {tokens[-1]}), "
+        "each with a dashed T squared line: "
+        f"the memory of one T x T matrix, exact, {nbytes[-1] / 1e6:.1f} MB at T = {tokens[-1]}; and the time of one "
+        f"attention measured here, {seconds[-1] * 1e3:.3g} ms at T = {tokens[-1]}.",
+    )

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from utils.validation import check_tensor
-from utils.viz.core import DPI, check_not_empty
+from utils.viz.core import DPI, check_not_empty, with_alt_text
 
 
 def _as_tensor(values, what: str, ndim: int) -> torch.Tensor:
@@ -37,7 +37,13 @@ def plot_seeds(groups: dict, ylabel: str, title: str = "", percent: bool = True,
     ax.set_title(title or "each dot one seed, the bar their mean")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    return fig
+    unit = " %" if percent else ""
+    arms = "; ".join(
+        f"{name}: mean {float(values.mean()) * scale:.1f}{unit}, seeds from {float(values.min()) * scale:.1f} to "
+        f"{float(values.max()) * scale:.1f}"
+        for name, values in checked.items()
+    )
+    return with_alt_text(fig, f"{title or ylabel}: one column per arm, a dot per seed, a bar at their mean. {arms}.")
 
 
 def plot_curves(steps, curves: dict, ylabel: str, title: str = "", log: bool = False, size: float = 4.0) -> plt.Figure:
@@ -66,7 +72,15 @@ def plot_curves(steps, curves: dict, ylabel: str, title: str = "", log: bool = F
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    return fig
+    ends = "; ".join(
+        f"{name}: {float(_as_tensor(values, name, 2).mean(dim=0)[-1]):.3g} at step {x[-1]:g}"
+        for name, values in curves.items()
+    )
+    return with_alt_text(
+        fig,
+        f"{title or ylabel} against optimiser steps, the mean over seeds as a line and the lowest to highest seed "
+        f"as a band. At the end: {ends}.",
+    )
 
 
 def plot_head_costs(costs, size: float = 4.0) -> plt.Figure:
@@ -87,4 +101,12 @@ def plot_head_costs(costs, size: float = 4.0) -> plt.Figure:
         ax.set_xticks(range(costs.shape[2]))
         ax.set_yticks(range(costs.shape[1]))
     fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label="validation points lost when pruned")
-    return fig
+    worst = []
+    for seed in range(seeds):
+        block, head = divmod(int(np.argmax(costs[seed])), costs.shape[2])
+        worst.append(f"seed {seed}: block {block}, head {head}, {costs[seed, block, head]:.1f} points")
+    return with_alt_text(
+        fig,
+        f"One panel per seed, blocks by heads, shaded by the validation points lost when that head is pruned. "
+        f"The costliest head: {'; '.join(worst)}.",
+    )

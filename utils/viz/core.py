@@ -79,3 +79,83 @@ def to_numpy_image(image: torch.Tensor) -> np.ndarray:
     image = image.float() / 255 if image.dtype == torch.uint8 else image.float().clamp(0, 1)
     array = image.permute(1, 2, 0).numpy()  # (H, W, C)
     return array[..., 0] if array.shape[-1] == 1 else array
+
+
+# ---- alt text ------------------------------------------------------------------------------------
+# A figure a plotting function describes (`with_alt_text(fig, "...")`) is shown in a notebook as an HTML
+# <img> with that text as its alt (what it shows and its key number, for a screen reader and the
+# course's website) and the same text as its plain-text form; a figure nobody described is shown as
+# IPython's inline backend shows it, a bare PNG. JupyterLab's image renderer has no alt attribute,
+# so the HTML form is the one way to give the picture its words.
+
+ALT_ATTRIBUTE = "course_alt_text"  # where with_alt_text() keeps the text on the Figure
+MIN_ALT_WORDS = 6  # alt text says what a figure shows and a number: a few words at least
+
+
+def with_alt_text(fig, alt: str):
+    """Attach alt text to a matplotlib Figure and return it: what the figure shows, with its key
+    number ("14 x 14 = 196 patches of 16 x 16 px, numbered row by row from 0 at the top left").
+    In IPython the figure then displays as an <img> with that alt text."""
+    from matplotlib.figure import Figure
+
+    if not isinstance(fig, Figure):
+        raise WrongTypeError(f"expected a matplotlib Figure, got {type(fig).__name__}")
+    if not isinstance(alt, str) or len(alt.split()) < MIN_ALT_WORDS:
+        raise ValueError(
+            f"expected alt text of at least {MIN_ALT_WORDS} words saying what the figure shows, got {alt!r}"
+        )
+    setattr(fig, ALT_ATTRIBUTE, " ".join(alt.split()))
+    _show_described_figures_with_alt()
+    return fig
+
+
+def alt_text(fig) -> str | None:
+    """The alt text with_alt_text() attached to `fig`, or None."""
+    return getattr(fig, ALT_ATTRIBUTE, None)
+
+
+def figure_html(fig) -> str | None:
+    """A described figure as `<img alt="..." src="data:image/png;base64,...">` (the PNG IPython's
+    inline backend would show: tight bounding box, the figure's dpi); None for one not described."""
+    import base64
+    import html
+
+    text = alt_text(fig)
+    if text is None:
+        return None
+    from IPython.core.pylabtools import print_figure
+
+    png = base64.b64encode(print_figure(fig, fmt="png", bbox_inches="tight")).decode("ascii")
+    return f'<img alt="{html.escape(text)}" src="data:image/png;base64,{png}">'
+
+
+def _show_described_figures_with_alt() -> None:
+    """In IPython, display a described Figure as HTML (figure_html) and plain text (its alt), and
+    leave its PNG out (it is inside the HTML); an undescribed one is left to the inline backend.
+    Registered when the first figure is described: by then pyplot has set up its inline backend,
+    which would otherwise replace the PNG formatter afterwards."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or getattr(shell, "_course_alt_text_registered", False):
+        return
+    from matplotlib.figure import Figure
+
+    formatters = shell.display_formatter.formatters
+    png = formatters["image/png"]
+    inline_png = png.lookup_by_type(Figure) if Figure in png else None
+
+    def png_unless_described(fig, *args, **kwargs):
+        if alt_text(fig) is not None or inline_png is None:
+            return None  # IPython leaves a format out when its formatter returns None
+        return inline_png(fig, *args, **kwargs)
+
+    def plain(fig, printer, cycle):
+        printer.text(alt_text(fig) or repr(fig))
+
+    png.for_type(Figure, png_unless_described)
+    formatters["text/html"].for_type(Figure, figure_html)
+    formatters["text/plain"].for_type(Figure, plain)
+    shell._course_alt_text_registered = True

@@ -8,7 +8,7 @@ import torch
 from utils.embeddings import neighbour_similarity, pos_embed_similarity
 from utils.patches import to_2tuple
 from utils.validation import WrongTypeError, check_tensor, check_whole
-from utils.viz.core import DPI, check_names, check_not_empty, to_numpy_image
+from utils.viz.core import DPI, check_names, check_not_empty, to_numpy_image, with_alt_text
 
 
 def check_pos_table(table, grid_size: int | tuple[int, int], num_prefix_tokens: int, name) -> torch.Tensor:
@@ -81,7 +81,16 @@ def show_pos_similarity(
         subfigure.supxlabel("input patch column", fontsize=9)
         subfigure.supylabel("input patch row", fontsize=9)
         subfigure.colorbar(image, ax=axes, fraction=0.04, pad=0.03, label="cosine similarity")
-    return fig
+    tables = "; ".join(
+        f"{name} {_two_decimals(near)} and {_two_decimals(far)}"
+        for name, (near, far) in ((name, neighbour_similarity(s, (rows, cols))) for name, s in similarities.items())
+    )
+    return with_alt_text(
+        fig,
+        f"For each position table, a {len(tile_rows)} x {len(tile_cols)} grid of tiles: the tile at patch (r, c) of "
+        f"the {rows} x {cols} grid shows the cosine similarity of that position to every other, brightest (1.0) at "
+        f"itself. Mean similarity of neighbours (1 patch apart) and of far positions: {tables}.",
+    )
 
 
 def show_token_scales(vectors: dict[str, torch.Tensor], size: float = 6.0) -> plt.Figure:
@@ -109,7 +118,8 @@ def show_token_scales(vectors: dict[str, torch.Tensor], size: float = 6.0) -> pl
     ax.set_xlabel("length of one D-wide vector (L2 norm, log scale)")
     ax.set_ylabel("count")
     ax.legend(fontsize=8)
-    return fig
+    medians = "; ".join(f"{name}: median {np.median(values):.2f}" for name, values in norms.items())
+    return with_alt_text(fig, f"Histograms, on a log axis, of the length of every vector in each set. {medians}.")
 
 
 def show_pos_table(pos_embed: torch.Tensor, num_prefix_tokens: int = 1, size: float = 7.0) -> plt.Figure:
@@ -139,7 +149,11 @@ def show_pos_table(pos_embed: torch.Tensor, num_prefix_tokens: int = 1, size: fl
     ax.set_xlabel(f"channel (0 .. {D - 1})")
     ax.set_ylabel(f"patch position (0 .. {N - 1}, row-major)")
     fig.colorbar(image, ax=ax, fraction=0.03, pad=0.01)
-    return fig
+    return with_alt_text(
+        fig,
+        f"The position table as a heat map, {N} positions (rows) by {D} channels (columns), blue -1 to red +1: "
+        f"channels 0-{D // 2 - 1} code the column (sin, then cos), channels {D // 2}-{D - 1} the row.",
+    )
 
 
 def _new_position(r: int, old: int, new: int) -> int:
@@ -188,7 +202,13 @@ def show_resized_similarity(
             ax.set_title(f"{rows} x {cols}: patch ({r}, {c})", fontsize=9)
     fig.suptitle("similarity of one position to all others, before (top) and after resizing (bottom)", fontsize=10)
     fig.tight_layout(h_pad=3.0)
-    return fig
+    (old_rows, old_cols), (new_rows, new_cols) = grids
+    return with_alt_text(
+        fig,
+        f"Cosine similarity of {len(anchors)} position{'s' * (len(anchors) > 1)} to every other, "
+        f"on the {old_rows} x {old_cols} grid (top) and at the same place of the resized {new_rows} x {new_cols} "
+        f"grid (bottom); each map is brightest, 1.0, at its red dot.",
+    )
 
 
 def show_images(images: list[torch.Tensor], titles: list[str], size: float = 3.0) -> plt.Figure:
@@ -205,4 +225,5 @@ def show_images(images: list[torch.Tensor], titles: list[str], size: float = 3.0
         ax.set_title(title, fontsize=10)
         ax.set_axis_off()
     fig.tight_layout()
-    return fig
+    shapes = "; ".join(f"{title} ({image.shape[-2]} x {image.shape[-1]} px)" for image, title in zip(images, titles))
+    return with_alt_text(fig, f"{len(images)} image{'s' * (len(images) > 1)} side by side: {shapes}.")

@@ -8,7 +8,7 @@ from matplotlib.colors import ListedColormap
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from utils.validation import check_tensor
-from utils.viz.core import DPI, check_names, check_not_empty
+from utils.viz.core import DPI, check_names, check_not_empty, with_alt_text
 
 NORM_COLORS = {"pre-norm": "tab:blue", "post-norm": "tab:orange"}
 
@@ -38,7 +38,10 @@ def plot_activations(
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    return fig
+    lowest = "; ".join(f"{name} lowest {float(y.min()):.3f}" for name, y in curves.items())
+    return with_alt_text(
+        fig, f"{title}: {', '.join(curves)} plotted for inputs from {xs[0]:g} to {xs[-1]:g}. {lowest}."
+    )
 
 
 def plot_norm_placement(
@@ -89,7 +92,18 @@ def plot_norm_placement(
     right.legend()
     right.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    return fig
+    ends = "; ".join(
+        f"{name}: stream std {float(stream_std[name][-1]):.1f} after block {len(stream_std[name])}, "
+        "gradient at block 1 "
+        f"{float(norms[:, 0].min()):.2f}x to {float(norms[:, 0].max()):.2f}x over {norms.shape[0]} seeds"
+        for name, norms in grad_norms.items()
+        if name in stream_std
+    )
+    return with_alt_text(
+        fig,
+        "Left: the standard deviation of the residual stream after each block. Right, on a log scale: the "
+        f"gradient reaching each block's input relative to the output's, one thin line per seed. {ends}.",
+    )
 
 
 def show_receptive_fields(
@@ -120,7 +134,12 @@ def show_receptive_fields(
         ax.plot(source[1], source[0], marker="*", color="gold", markersize=12, markeredgecolor="black")
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    return fig
+    seen = "; ".join(f"{title}: {int(mask.sum())} of {rows * cols}" for mask, title in zip(masks, titles))
+    return with_alt_text(
+        fig,
+        f"On the {rows} x {cols} patch grid, in blue, the input patches the output at patch {tuple(source)} "
+        f"(a star) depends on, one panel per model. Patches seen: {seen}.",
+    )
 
 
 # One encoder block, bottom to top, in each order: what draw_encoder_blocks draws. "split" is where a
@@ -212,4 +231,10 @@ def draw_encoder_blocks(orders=("pre-norm", "post-norm"), size: float = 3.4) -> 
         ax.axis("off")
         ax.set_title(f"{BLOCK_TITLES[order]}\nLayerNorms on the stream: {norms_on_the_stream(order)}", fontsize=10)
     fig.tight_layout()
-    return fig
+    panels = " ".join(
+        f"{BLOCK_TITLES[order]}, bottom to top: "
+        + ", ".join("add" if kind == "add" else label for kind, label in BLOCK_STEPS[order] if label or kind == "add")
+        + f"; LayerNorms on the stream: {norms_on_the_stream(order)}."
+        for order in orders
+    )
+    return with_alt_text(fig, f"One encoder block per panel, each residual a line to its add. {panels}")

@@ -10,7 +10,7 @@ from matplotlib.collections import LineCollection
 
 from utils.inspection import attention_share
 from utils.validation import WrongTypeError, check_tensor, check_whole
-from utils.viz.core import DPI, check_image_batch, check_names, to_numpy_image
+from utils.viz.core import DPI, check_image_batch, check_names, to_numpy_image, with_alt_text
 
 
 def _region_outline(region: np.ndarray, patch_height: float, patch_width: float) -> list[list[tuple[float, float]]]:
@@ -141,7 +141,23 @@ def show_attention_maps(
     else:
         for row, name in enumerate(named, start=1):
             fig.colorbar(overlays[name], ax=axes[row, :], shrink=0.8, label=f"{name}: weight")
-    return fig
+    rows, cols = next(iter(named.values())).shape[1:]
+    shown = ", ".join(titles) if titles is not None else f"{B} images"
+    text = (
+        f"{shown}: each image on top and, below it, one attention map per row ({'; '.join(named)}) over the "
+        f"{rows} x {cols} patch grid, brighter where the weight is higher"
+    )
+    if regions is not None:
+        shares = "; ".join(
+            f"{name}: "
+            + ", ".join(
+                f"{attention_share(values[b][None].detach().cpu().float(), regions[b][None]).item():.0%}"
+                for b in range(B)
+            )
+            for name, values in named.items()
+        )
+        text += f", the objects outlined. Share of the weight on the objects: {shares}"
+    return with_alt_text(fig, text + ".")
 
 
 def share_colour_scale(figure: plt.Figure, vmin: float | None = None, vmax: float | None = None) -> tuple[float, float]:
@@ -200,7 +216,13 @@ def show_attention_distance(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return fig
+    means = ", ".join(f"{value:.1f}" for value in values.mean(axis=1))
+    reference = f"; uniform attention would read {uniform:.1f} px" if uniform is not None else ""
+    return with_alt_text(
+        fig,
+        f"The mean attention distance of each of the {heads} heads of each of the {depth} layers, in pixels, a dot "
+        f"per head; the mean over heads, layer 1 to {depth}: {means} px{reference}.",
+    )
 
 
 def _percent(x: float) -> str:
@@ -249,4 +271,9 @@ def show_filter_components(
             ax.set_title(_percent(share[index].item()), fontsize=9)
     fig.suptitle("principal components of the patch-embedding filters", fontsize=10)
     fig.tight_layout()
-    return fig
+    shares = ", ".join(_percent(value) for value in share.tolist())
+    return with_alt_text(
+        fig,
+        f"The {count} principal components of the patch-embedding filters as small pictures, each titled with "
+        f"the share of the filters' variance it explains: {shares}.",
+    )

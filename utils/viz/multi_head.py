@@ -8,7 +8,7 @@ import torch
 from matplotlib.patches import FancyBboxPatch
 
 from utils.validation import check_tensor, check_whole
-from utils.viz.core import DPI, check_names
+from utils.viz.core import DPI, check_names, with_alt_text
 
 TOKEN_MAJOR, HEAD_MAJOR, WEIGHTS = "#cfe2f3", "#fce5cd", "#d9ead3"  # box colours by layout
 
@@ -94,7 +94,12 @@ def show_multi_head_shapes(B: int, T: int, D: int, num_heads: int, size: float =
         ax.add_patch(swatch)
         ax.text(x + 0.55, -0.55, text, ha="left", va="center", fontsize=8)
     ax.set_title(f"multi-head self-attention, B={B}, T={T}, D={D}, {num_heads} heads of {D // num_heads}")
-    return fig
+    flow = ", then ".join(f"{step.name} {step.symbols} {step.shape}" for step in steps)
+    return with_alt_text(
+        fig,
+        f"Multi-head self-attention for B = {B}, T = {T}, D = {D}, {num_heads} heads of {D // num_heads}, "
+        f"step by step with the shape of each tensor: {flow}.",
+    )
 
 
 def show_head_split(
@@ -144,4 +149,8 @@ def show_head_split(
     ax.set_xlabel(f"{what}: {num_heads} heads x {head_dim} = {D}")
     ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
-    return fig
+    return with_alt_text(
+        fig,
+        f"One sequence as a {T} x {D} matrix, one row per token, one column per {what}; the {D} columns are cut "
+        f"by white lines into {num_heads} slices of {head_dim}, one per head.",
+    )

@@ -7,7 +7,7 @@ from matplotlib import patheffects
 
 from utils.patches import check_image_size, patchify, to_2tuple
 from utils.validation import check_tensor, check_whole
-from utils.viz.core import DPI, check_image, to_numpy_image
+from utils.viz.core import DPI, check_image, to_numpy_image, with_alt_text
 
 
 def _check_patch_size(image: torch.Tensor, patch_size: int) -> None:
@@ -23,7 +23,10 @@ def show_image(image: torch.Tensor, title: str | None = None, size: float = 3.5)
     fig, ax = plt.subplots(figsize=(size, size), dpi=DPI)
     ax.imshow(to_numpy_image(image), cmap="gray")
     ax.set_title(title or f"image {tuple(image.shape)}")
-    return fig
+    C, H, W = image.shape
+    colour = "colour" if C == 3 else "grey"
+    channels = f"{C} channel{'s' * (C > 1)}"
+    return with_alt_text(fig, f"A {colour} image, {H} px high and {W} px wide, {channels}, with pixel axes.")
 
 
 def _draw_patch_grid(ax: plt.Axes, image: torch.Tensor, patch_size: int, numbers: bool, size: float) -> None:
@@ -58,7 +61,11 @@ def show_patch_grid(image: torch.Tensor, patch_size: int, numbers: bool = True, 
     C, H, W = image.shape
     fig, ax = plt.subplots(figsize=(size, size * H / W), dpi=DPI)
     _draw_patch_grid(ax, image, patch_size, numbers, size)
-    return fig
+    rows, cols = H // patch_size, W // patch_size
+    numbered = f", each numbered from 0 at the top left to {rows * cols - 1}, row by row" if numbers else ""
+    return with_alt_text(
+        fig, f"The image cut by white lines into {rows} x {cols} = {rows * cols} patches of {patch_size} px{numbered}."
+    )
 
 
 def compare_patch_sizes(image: torch.Tensor, patch_sizes: list[int], size: float = 3.5) -> plt.Figure:
@@ -72,7 +79,8 @@ def compare_patch_sizes(image: torch.Tensor, patch_sizes: list[int], size: float
     for ax, patch_size in zip(np.atleast_1d(axes), patch_sizes):
         _draw_patch_grid(ax, image, patch_size, numbers=False, size=size)
     fig.tight_layout()
-    return fig
+    grids = "; ".join(f"{patch_size} px patches: {(H // patch_size) * (W // patch_size)}" for patch_size in patch_sizes)
+    return with_alt_text(fig, f"The same image cut into patches of each size, side by side. {grids}.")
 
 
 def show_patches(image: torch.Tensor, patch_size: int, gap: int = 2, size: float = 4.5) -> plt.Figure:
@@ -93,7 +101,11 @@ def show_patches(image: torch.Tensor, patch_size: int, gap: int = 2, size: float
     ax.imshow(to_numpy_image(canvas), cmap="gray")
     ax.set_axis_off()
     ax.set_title(f"{rows * cols} patches, each {C} x {P} x {P}")
-    return fig
+    return with_alt_text(
+        fig,
+        f"The image pulled apart into its {rows} x {cols} = {rows * cols} patches of {P} x {P} px, "
+        "a white gap between them.",
+    )
 
 
 def show_token_sequence(patches: torch.Tensor, patch_size: int, count: int = 16, size: float = 9.0) -> plt.Figure:
@@ -128,7 +140,11 @@ def show_token_sequence(patches: torch.Tensor, patch_size: int, count: int = 16,
     ax.set_ylabel(f"token (0 .. {N - 1})")
     ax.set_title(f"the token sequence as a matrix: {N} x {CPP}")
     fig.colorbar(image, ax=ax, fraction=0.03, pad=0.01)
-    return fig
+    return with_alt_text(
+        fig,
+        f"Top: the first {count} patches as small pictures, numbered in reading order. Bottom: all {N} tokens as "
+        f"a {N} x {CPP} matrix, one row per token, each row its {CPP} pixel values in colour.",
+    )
 
 
 def plot_token_counts(image_size: int | tuple[int, int], patch_sizes: list[int], size: float = 5.0) -> plt.Figure:
@@ -148,4 +164,7 @@ def plot_token_counts(image_size: int | tuple[int, int], patch_sizes: list[int],
     ax.set_xticks(positions, [f"{p} px" for p in patch_sizes])
     ax.set_xlabel(f"patch size (image {H} x {W})")
     ax.legend()
-    return fig
+    counts = "; ".join(f"{p} px: {t:,} tokens, {t * t:,} entries" for p, t in zip(patch_sizes, tokens))
+    return with_alt_text(
+        fig, f"Bars on a log scale: tokens T = N + 1 and attention entries T squared for each patch size. {counts}."
+    )

@@ -3,7 +3,7 @@
 import matplotlib.pyplot as plt
 import torch
 
-from utils.viz.core import DPI, check_image_batch, to_numpy_image
+from utils.viz.core import DPI, check_image_batch, to_numpy_image, with_alt_text
 
 
 def show_top_k(
@@ -47,7 +47,11 @@ def show_top_k(
         for position, probability in zip(positions, probabilities):
             bars_ax.text(min(probability, 0.72) + 0.02, position, f"{probability:.0%}", va="center", fontsize=7)
     fig.tight_layout()
-    return fig
+    tops = "; ".join(f"{name}: {answer[0][0]} {answer[0][1]:.0%}" for name, answer in zip(names, answers))
+    return with_alt_text(
+        fig,
+        f"Each of {len(images)} photos above its {len(answers[0])} most probable classes as bars. Top class: {tops}.",
+    )
 
 
 def _check_answer(answer, name: str) -> None:

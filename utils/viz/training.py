@@ -7,7 +7,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from utils.validation import WrongTypeError, check_number, check_tensor, check_whole, describe
-from utils.viz.core import DPI, check_image_batch, check_names, to_numpy_image
+from utils.viz.core import DPI, check_image_batch, check_names, to_numpy_image, with_alt_text
 
 
 def _check_class_indices(labels: torch.Tensor, classes: list[str], what: str) -> None:
@@ -37,7 +37,11 @@ def show_batch(dataset: TensorDataset, count: int = 16, columns: int = 8, size: 
             ax.imshow(to_numpy_image(images[index]), cmap="gray_r" if images.shape[1] == 1 else None)
             ax.set_title(dataset.classes[labels[index]], fontsize=7)
     fig.tight_layout()
-    return fig
+    H, W = images.shape[-2:]
+    shown = ", ".join(dataset.classes[label] for label in labels[:count].tolist())
+    return with_alt_text(
+        fig, f"The first {count} images of the set, {H} x {W} px each, titled with their class: {shown}."
+    )
 
 
 class LivePlot:
@@ -92,6 +96,14 @@ class LivePlot:
         self.accuracy_ax.set_ylim(0, 1.02)  # a little above 1: a curve at 100 % stays in sight
         self.loss_ax.legend()
         self.fig.tight_layout()
+        last = f"train loss {history.train_loss[-1]:.3f}, train accuracy {history.train_accuracy[-1]:.1%}"
+        if history.val_accuracy:
+            last += f", validation accuracy {history.val_accuracy[-1]:.1%}"
+        with_alt_text(
+            self.fig,
+            f"Loss (left) and accuracy (right) against optimiser steps, training and validation; after "
+            f"{history.step[-1]} steps: {last}.",
+        )
         try:
             from IPython import get_ipython
             from IPython.display import display
@@ -131,7 +143,16 @@ def show_confusion(matrix: torch.Tensor, classes: list[str], size: float = 4.0) 
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
     ax.set_title(f"{int(matrix.trace())} of {int(matrix.sum())} right")
-    return fig
+    off = matrix.clone()
+    off.fill_diagonal_(0)
+    i, j = divmod(int(off.argmax()), len(classes))
+    times = "once" if int(off[i, j]) == 1 else f"{int(off[i, j])} times"
+    worst = f"; the most frequent mistake: {classes[i]} taken for {classes[j]}, {times}" if off.max() else ""
+    return with_alt_text(
+        fig,
+        f"A confusion matrix, true class by row, predicted by column, {len(classes)} classes: "
+        f"{int(matrix.trace())} of {int(matrix.sum())} right, on the diagonal{worst}.",
+    )
 
 
 def show_mistakes(
@@ -155,4 +176,7 @@ def show_mistakes(
         ax.set_title(f"{classes[labels[index]]} -> {classes[predictions[index]]}", fontsize=7)
     fig.suptitle(f"{int((predictions != labels).sum())} mistakes; the first {len(wrong)}", fontsize=9)
     fig.tight_layout()
-    return fig
+    pairs = ", ".join(f"{classes[labels[i]]} taken for {classes[predictions[i]]}" for i in wrong.tolist())
+    return with_alt_text(
+        fig, f"The first {len(wrong)} of {int((predictions != labels).sum())} misclassified images: {pairs or 'none'}."
+    )
