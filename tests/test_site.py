@@ -29,7 +29,6 @@ import pytest
 import tomllib
 from notebook_cells import NOTEBOOKS, ROOT, WIDGET, read_cells
 from test_browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip
-from test_viz_alt_text import DESCRIBED
 
 pytestmark = pytest.mark.browser
 
@@ -270,10 +269,10 @@ def test_page_reads_offline(visit, name):
             "article .cell_output img", "images => images.map(i => i.closest('a.course-full-size')?.href === i.src)"
         )
         assert all(full_size), "figures that a tap does not open at full size (docs/site/static/course.js)"
-        if Path(notebook).stem in DESCRIBED:  # each described figure keeps its words as its alt, not a file name
-            alts = page.page.eval_on_selector_all("article .cell_output img", "images => images.map(i => i.alt)")
-            worded = [alt for alt in alts if len(alt.split()) >= 6 and not alt.endswith(".png")]
-            assert len(worded) == described_figures(notebook), alts
+        # each described figure keeps its words as its alt, not a file name
+        alts = page.page.eval_on_selector_all("article .cell_output img", "images => images.map(i => i.alt)")
+        worded = [alt for alt in alts if len(alt.split()) >= 6 and not alt.endswith(".png")]
+        assert len(worded) == described_figures(notebook), alts
         assert images > figures  # the badges and the launch buttons' icons too
         check_launch_buttons(buttons, notebook)
         page.page.locator(".dropdown-launch-buttons button").first.hover()

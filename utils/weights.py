@@ -24,7 +24,7 @@ from safetensors.torch import load_file
 
 from utils.files import replacing
 from utils.validation import WrongTypeError, describe
-from utils.vit import VisionTransformer, ViTConfig
+from utils.vit import LATE_FIELDS, VisionTransformer, ViTConfig
 
 # Where downloaded weights are kept; set VIT_WEIGHTS_DIR to keep them elsewhere.
 CACHE_DIR = Path(os.environ.get("VIT_WEIGHTS_DIR", "~/.cache/vit-from-scratch/weights")).expanduser()
@@ -442,18 +442,7 @@ def save_trained(
 
 # ViTConfig fields added after the first checkpoints were written: a file without one gets the default,
 # the option off (the plain ViT), which is the model it was trained as. Any other field it lacks is refused.
-_FIELDS_ADDED_LATER = (
-    "fc_norm",
-    "norm_pre",
-    "class_token",
-    "reg_tokens",
-    "dist_token",
-    "no_embed_class",
-    "layer_scale",
-    "qk_norm",
-    "act",
-    "mlp",
-)
+_FIELDS_ADDED_LATER = LATE_FIELDS
 
 
 def load_trained(name: str, checkpoint_dir: str | Path = CHECKPOINT_DIR) -> tuple[VisionTransformer, dict]:

@@ -164,18 +164,24 @@ def _call_converter(fn: Callable, layer: dict[str, torch.Tensor], where: str) ->
     return call_learner(fn, layer_copy, returns=dict, expected=expected, where=where)
 
 
-def _check_keys(got: dict, where: str) -> None:
-    """Raise CheckFailed naming the missing and the unexpected keys, with what likely caused them."""
+def _key_sentences(got: dict) -> tuple[list[str], list, list[str]]:
+    """(missing keys, unexpected keys, the sentences that name them) of a converted block."""
     missing = [key for key in BLOCK_KEYS if key not in got]
     unexpected = [key for key in got if key not in BLOCK_KEYS]
-    if not missing and not unexpected:
-        return
     sentences = []
     if missing:
         sentences.append(f"your dict lacks the key(s) {', '.join(missing)}")
     if unexpected:
         whose = "it also has" if missing else "your dict has"
         sentences.append(f"{whose} key(s) that a block does not have: {', '.join(map(str, unexpected))}")
+    return missing, unexpected, sentences
+
+
+def _check_keys(got: dict, where: str) -> None:
+    """Raise CheckFailed naming the missing and the unexpected keys, with what likely caused them."""
+    missing, unexpected, sentences = _key_sentences(got)
+    if not sentences:
+        return
     hints = []
     if any(key.startswith("attn.qkv.") for key in missing):
         hints.append(
@@ -419,16 +425,9 @@ def _jax_shape_hints(key: str, expected: tuple[int, ...], D: int, heads: int, hi
 
 def _check_jax_keys(got: dict, where: str) -> None:
     """Raise CheckFailed naming the missing and the unexpected keys."""
-    missing = [key for key in BLOCK_KEYS if key not in got]
-    unexpected = [key for key in got if key not in BLOCK_KEYS]
-    if not missing and not unexpected:
+    missing, unexpected, sentences = _key_sentences(got)
+    if not sentences:
         return
-    sentences = []
-    if missing:
-        sentences.append(f"your dict lacks the key(s) {', '.join(missing)}")
-    if unexpected:
-        whose = "it also has" if missing else "your dict has"
-        sentences.append(f"{whose} key(s) that a block does not have: {', '.join(map(str, unexpected))}")
     hints = []
     if any(key in JAX_BLOCK_SHAPES for key in unexpected):
         hints.append("some keys still have their JAX names: return a new dict with the course's names only")
