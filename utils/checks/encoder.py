@@ -32,7 +32,12 @@ def _random_block(D: int, heads: int, mlp_ratio: float, generator: torch.Generat
     """A block with LayerScale and random values in every parameter: the LayerNorms' scales near 1
     (with their default unit scale and zero shift, swapping norm1 and norm2 would go unnoticed),
     the two gammas near 0.5 and different from each other, the rest around 0."""
-    block = EncoderBlock(D, heads, mlp_ratio, layer_scale=1.0).eval()
+    return _randomise(EncoderBlock(D, heads, mlp_ratio, layer_scale=1.0).eval(), generator)
+
+
+def _randomise(block: EncoderBlock, generator: torch.Generator) -> EncoderBlock:
+    """Draw every parameter of `block` anew: LayerNorm scales near 1, gammas near 0.5, the rest
+    around 0 (a default unit scale and zero shift could hide a swapped or missing norm)."""
     with torch.no_grad():
         for name, p in block.named_parameters():
             if name.startswith("norm") and name.endswith("weight"):
@@ -459,14 +464,7 @@ POST_ATTN_TAKES_TOKENS = (
 def _random_post_block(D: int, heads: int, mlp_ratio: float, generator: torch.Generator) -> EncoderBlock:
     """A post-norm block with random values in every parameter (the LayerNorms' scales near 1 and
     their shifts non-zero, so that swapping norm1 and norm2, or leaving one out, shows)."""
-    block = EncoderBlock(D, heads, mlp_ratio, norm_first=False).eval()
-    with torch.no_grad():
-        for name, p in block.named_parameters():
-            if name.startswith("norm") and name.endswith("weight"):
-                p.copy_(1 + 0.5 * torch.randn(p.shape, generator=generator))
-            else:
-                p.copy_(0.3 * torch.randn(p.shape, generator=generator))
-    return block
+    return _randomise(EncoderBlock(D, heads, mlp_ratio, norm_first=False).eval(), generator)
 
 
 def _post_block_variants(x: torch.Tensor, b: EncoderBlock) -> dict[str, torch.Tensor]:

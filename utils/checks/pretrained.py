@@ -448,10 +448,7 @@ def check_convert_jax_block(fn: Callable[[dict[str, torch.Tensor]], dict[str, to
         block = jax_block_example(D, heads, hidden, seed=seed)
         expected = _reference_jax_block(block)
         where = f"for a block of width D = {D}, {heads} heads of {D // heads}, MLP width hidden = {hidden}"
-        copy = {name: tensor.clone() for name, tensor in block.items()}
-        got = call_learner(
-            fn, copy, returns=dict, expected="a dict that maps the course's names to tensors", where=where
-        )
+        got = _call_converter(fn, block, where)
         _check_jax_keys(got, where)
         variants = _jax_variants(block)
         for key in BLOCK_KEYS:
