@@ -61,7 +61,7 @@ def browser_or_skip():
 
 
 # --- widgets on the page ---------------------------------------------------------------------
-# Every explorer in utils/widgets.py is an ipywidgets VBox: its controls (each a
+# Every explorer in utils/widgets/ is an ipywidgets VBox: its controls (each a
 # `.widget-inline-hbox` with its description in a `.widget-label`), an HTML summary
 # (`.widget-html-content`) and an Output whose picture is replaced on every redraw.
 

@@ -30,7 +30,7 @@ from utils.claims import (
     shipped_runs,
     shipped_values,
     sincos_matched,
-    verdict_lines,
+    verdict_table,
 )
 from utils.embeddings import gaussian_pos_embed, grid_distance, pos_embed_similarity, sincos_pos_embed_2d
 from utils.rubric import INCONCLUSIVE, NOT_TESTABLE, REFUTED, SUPPORTED, holm
@@ -248,9 +248,10 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "09_claims.ipynb"
 
 
 def _printed(path: Path = NOTEBOOK) -> str:
+    """What the lesson shows in text: its printed lines and its displays' text/plain (the tables)."""
     cells = json.loads(path.read_text())["cells"]
     return "".join(
-        "".join(output.get("text", ""))
+        "".join(output.get("text", "")) + "".join(output.get("data", {}).get("text/plain", "")) + "\n"
         for cell in cells
         if cell["cell_type"] == "code"
         for output in cell.get("outputs", [])
@@ -258,16 +259,18 @@ def _printed(path: Path = NOTEBOOK) -> str:
 
 
 def test_every_printed_verdict_is_rederived_from_the_results_file():
-    """Each graded line lesson 9 prints (its stored outputs) comes out of utils/results/lesson9.json
+    """Each graded row lesson 9 shows (its stored outputs) comes out of utils/results/lesson9.json
     again, and each claim's outcome is the one the lesson states."""
     from utils.claims import outcome_of
 
-    printed = _printed()
+    printed = _printed().splitlines()
     assert list(CLAIMS) == list(EXPECTED)
     for key in CLAIMS:
         assert outcome_of(grade_claim(key)) == EXPECTED[key], key
-        for line in verdict_lines(key):
-            assert line in printed, f"claim {key}: {line!r} is not what the lesson prints"
+        for label, verdict in verdict_table(key).rows:
+            assert any(line.startswith(label) and line.endswith(verdict) for line in printed), (
+                f"claim {key}: {label!r} | {verdict!r} is not what the lesson shows"
+            )
     assert set(CORE) <= set(CLAIMS)
 
 

@@ -45,11 +45,16 @@ PAGES = {  # name: (path in the site, the lesson it shows or None)
     "lesson7": ("lessons/07_inside_vit.html", "07_inside_vit.ipynb"),
     "reference": ("docs/time-and-memory.html", None),
 }
-DESKTOP = {"width": 1280, "height": 900}
+DESKTOP = {"width": 1366, "height": 768}  # a laptop's screen, as the issue measured
 PHONE = {"width": 390, "height": 844}  # a phone's screen, in CSS pixels
 GUIDE = "docs/instructor-guide.html"
 AXE = ROOT / ".venv" / "npm" / "node_modules" / "axe-core" / "axe.min.js"  # make test installs it (npm)
 REFERENCE = ["where-to-run", "library", "data", "time-and-memory", "performance"]
+PARTS = [  # the sidebar's lesson captions (docs/site/conf.py PARTS) and the lessons under each
+    ("Part I: the Vision Transformer", range(1, 11)),
+    ("Part II: the ViT since 2021", range(11, 14)),
+    ("Beyond one process", range(14, 100)),
+]
 SIDEBAR = [
     "README.html",
     *(f"lessons/{path.stem}.html" for path in NOTEBOOKS),
@@ -235,6 +240,10 @@ def check_sidebar(visit: Visit) -> None:
     paths = [(here if link.split("#")[0] == here else link).removeprefix(visit.site) for link in links]
     paths = ["README.html" if path == "" else path.split("#")[0] for path in paths]
     assert paths == SIDEBAR, f"sidebar:\n{paths}\nexpected:\n{SIDEBAR}"
+    captions = visit.page.locator(".bd-sidebar-primary nav .caption").all_inner_texts()
+    captions = [" ".join(text.split()) for text in captions]
+    parts = [name for name, numbers in PARTS if any(int(path.stem[:2]) in numbers for path in NOTEBOOKS)]
+    assert captions[: len(parts)] == parts, captions
 
 
 def check_offline(visit: Visit) -> None:
@@ -269,10 +278,10 @@ def test_page_reads_offline(visit, name):
             "article .cell_output img", "images => images.map(i => i.closest('a.course-full-size')?.href === i.src)"
         )
         assert all(full_size), "figures that a tap does not open at full size (docs/site/static/course.js)"
-        # each described figure keeps its words as its alt, not a file name
+        # every figure, the explorers' pictures too, keeps its words as its alt, not a file name
         alts = page.page.eval_on_selector_all("article .cell_output img", "images => images.map(i => i.alt)")
         worded = [alt for alt in alts if len(alt.split()) >= 6 and not alt.endswith(".png")]
-        assert len(worded) == described_figures(notebook), alts
+        assert len(worded) == figures == described_figures(notebook), [alt for alt in alts if alt not in worded]
         assert images > figures  # the badges and the launch buttons' icons too
         check_launch_buttons(buttons, notebook)
         page.page.locator(".dropdown-launch-buttons button").first.hover()
@@ -344,6 +353,22 @@ def test_no_page_is_wider_than_a_phone(visit, path):
         page.screenshot(path=str(ARTIFACTS / f"phone-{Path(path).stem or 'home'}.png"), full_page=False)
         pytest.fail(f"{path or 'the home page'} is {widths[0]} px wide on a {widths[1]} px screen: {wide}")
     check_offline(opened)
+
+
+@pytest.mark.parametrize(("lesson", "least"), [("06_training", 10), ("09_claims", 10)])
+def test_result_tables_are_real_tables_that_read_on_a_phone(visit, lesson, least):
+    """Lessons 6 and 9 show their results and verdicts as HTML tables (utils.tables.Table), not as
+    text wider than the column; on a phone a long cell wraps in a column still wide enough to read."""
+    page = visit(f"lessons/{lesson}.html", PHONE).page
+    assert page.locator("article div.course-table table").count() >= least
+    squeezed = page.evaluate(
+        """() => [...document.querySelectorAll('article div.course-table td')]
+            .filter(td => td.textContent.length > 40 && td.getBoundingClientRect().width < 100)
+            .map(td => Math.round(td.getBoundingClientRect().width) + ' px: ' + td.textContent.slice(0, 50))"""
+    )
+    assert not squeezed, f"cells squeezed to a sliver: {squeezed[:5]}"
+    page.locator("article div.course-table").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / f"phone-table-{lesson}.png"))
 
 
 def test_the_guides_day_before_list_is_a_checklist(visit):

@@ -3,8 +3,10 @@
 import atexit
 import base64
 import builtins
+import html
 import io
 import math
+import re
 import sys
 
 import ipywidgets
@@ -376,7 +378,8 @@ def test_position_explorer_every_step_of_valid_snapshots_draws(tables):
 
 # ---- shown without a kernel: every explorer's output carries its picture and its state --------
 # A notebook viewed on GitHub, nbviewer or the site has no kernel to draw the live widget: there the
-# output's image/png shows, and text/plain (which nbval compares) names the controls' values.
+# output's text/html shows: the picture as an <img> whose alt text says what it shows and its
+# numbers; text/plain (which nbval compares) names the controls' values.
 
 
 @pytest.fixture
@@ -463,8 +466,16 @@ def with_display(explorer) -> dict:
 
 
 def picture(bundle: dict) -> np.ndarray:
-    """The bundle's image/png (base64, as notebooks store it), decoded: (height, width, 4) RGBA."""
-    return np.asarray(Image.open(io.BytesIO(base64.b64decode(bundle["image/png"]))).convert("RGBA"))
+    """The PNG inside the bundle's text/html <img> (base64, as notebooks store it), decoded:
+    (height, width, 4) RGBA."""
+    (png,) = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', bundle["text/html"])
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(png))).convert("RGBA"))
+
+
+def alt(bundle: dict) -> str:
+    """The alt text of the bundle's <img>."""
+    (text,) = re.findall(r'<img alt="([^"]*)" src=', bundle["text/html"])
+    return html.unescape(text)
 
 
 def rendering(fig) -> np.ndarray:
@@ -484,12 +495,15 @@ def test_a_shown_explorer_carries_the_live_widget_its_picture_and_its_state(expl
     if hasattr(explorer, "on_displayed"):  # ipywidgets 7: a box's hooks still run when it is shown
         explorer.on_displayed(lambda widget, **kwargs: hooks.append(widget))
     bundle = show(explorer)
-    assert set(bundle) == {"text/plain", "image/png", WIDGET_VIEW}
+    assert set(bundle) == {"text/plain", "text/html", WIDGET_VIEW}
     assert bundle[WIDGET_VIEW] == {"version_major": 2, "version_minor": 0, "model_id": explorer.model_id}
     assert bundle["text/plain"] == f"{name}: {state} (interactive in Jupyter)"  # no address, no id: nbval compares it
     width, height = (explorer.fig.get_size_inches() * explorer.fig.dpi).round().astype(int)
     assert picture(bundle).shape == (height, width, 4)  # the figure's own size, not a screenshot of the page
     np.testing.assert_array_equal(picture(bundle), rendering(explorer.fig))
+    assert alt(bundle).startswith(f"{explorer.shows} ({state}): ")  # what it shows, then its state
+    numbers = alt(bundle).split("): ", 1)[1]
+    assert re.search(r"\d", numbers) and "<" not in numbers, numbers  # the summary's numbers, as words
     assert hooks == ([explorer] if hasattr(explorer, "on_displayed") else [])
 
 
@@ -502,7 +516,8 @@ def test_an_explorer_s_picture_and_state_follow_its_controls(explorers, name):
     second = with_display(explorer)
     assert first["text/plain"] == f"{name}: {before} (interactive in Jupyter)"
     assert second["text/plain"] == f"{name}: {after} (interactive in Jupyter)"
-    assert first["image/png"] != second["image/png"], "the picture did not change when the controls moved"
+    assert picture(first).tobytes() != picture(second).tobytes(), "the picture did not change when the controls moved"
+    assert alt(first) != alt(second), "the alt text did not follow the controls"
     np.testing.assert_array_equal(picture(second), rendering(explorer.fig))  # the figure now, not at first display
     assert second[WIDGET_VIEW] == first[WIDGET_VIEW]  # the same live widget
 
@@ -519,5 +534,5 @@ def test_an_explorer_hands_ipython_one_bundle_under_either_ipywidgets(explorers,
             explorer._ipython_display_()
     else:
         assert not hasattr(explorer, "_ipython_display_")
-    data, _ = InteractiveShell.instance().display_formatter.format(explorer, include=["image/png"])
-    assert set(data) == {"image/png"}  # and the formatter's include= applies to it
+    data, _ = InteractiveShell.instance().display_formatter.format(explorer, include=["text/html"])
+    assert set(data) == {"text/html"}  # and the formatter's include= applies to it

@@ -23,6 +23,8 @@ replace, through a scratch file of its own, so two runs finishing together both 
 """
 
 import argparse
+import importlib
+import importlib.util
 import json
 import multiprocessing
 import os
@@ -85,15 +87,27 @@ SUITES = {
         "make claims (python tools/run_experiments.py --suite claims)",
         "lesson 9's results",
     ),
-    "norm_order": Suite(
-        norm_order.ARMS,
-        lambda name: norm_order.ARMS[name].experiment,
-        norm_order.run_arm,
-        norm_order.RESULTS_FILE,
-        norm_order.COMMAND,
-        "lesson 5's results",
-    ),
 }
+
+
+def _lesson_suite(module, holds: str) -> Suite:
+    """A lesson's arms as a suite: `module` defines ARMS (name -> an arm with .experiment, an
+    Experiment, and .as_dict()), run_arm(name, seed, data), RESULTS_FILE and COMMAND."""
+    return Suite(
+        module.ARMS,
+        lambda name: module.ARMS[name].experiment,
+        module.run_arm,
+        module.RESULTS_FILE,
+        module.COMMAND,
+        holds,
+    )
+
+
+SUITES["norm_order"] = _lesson_suite(norm_order, "lesson 5's results")
+# Part II (lessons 11-13): registered once its module exists, while the lessons are being written
+for _suite, _lesson in (("stability", 11), ("resolution", 12), ("mae", 13)):
+    if importlib.util.find_spec(f"utils.{_suite}") is not None:
+        SUITES[_suite] = _lesson_suite(importlib.import_module(f"utils.{_suite}"), f"lesson {_lesson}'s results")
 COMMAND = SUITES["experiments"].command
 
 
@@ -134,7 +148,7 @@ def run_all(
 
 def _cost(experiment: Experiment) -> float:
     """A rough cost per step, only to order the jobs: multiply-adds per image, by model and data."""
-    per_model = {"vit": 1.0, "deep_cnn": 1.0, "small_cnn": 8.0}[experiment.model]
+    per_model = {"small_cnn": 8.0}.get(experiment.model, 1.0)
     per_data = 1.0 if experiment.data == "digits" else 2.0
     tokens = experiment.config.num_tokens if experiment.config else 1
     return per_model * per_data * max(tokens, 5) / 5

@@ -39,6 +39,7 @@ from utils.datasets import ImageDataset
 from utils.experiments import PREDICTION, check_fraction, compare, prediction_interval, run_seeds, spread
 from utils.rubric import grade_family
 from utils.runtime import cpu_kind, release_memory
+from utils.tables import Table
 from utils.training import evaluate, predict
 from utils.validation import WrongTypeError, check_flag, check_number, check_positive, check_whole, describe
 from utils.vit import VisionTransformer, ViTConfig
@@ -706,10 +707,11 @@ def results_table(
     live: Mapping[str, dict],
     key: str = "val_accuracy",
     runs: Callable[[str], list[dict]] = shipped_runs,
-) -> str:
-    """A text table with one row per experiment: the run made here (seed 0; "not run" when `live`
-    lacks it), the shipped seeds' spread of `key`, and what the run cost: steps, epochs, parameters,
-    multiply-adds per image (the same for every seed and machine; from the shipped seed 0).
+) -> Table:
+    """A table (utils.tables: text, and HTML in Jupyter) with one row per experiment: the run made
+    here (seed 0; "not run" when `live` lacks it), the shipped seeds' spread of `key`, and what the
+    run cost: steps, epochs, parameters, multiply-adds per image (the same for every seed and
+    machine; from the shipped seed 0).
 
     Args:
         labels: {experiment name: how the row is called}, in the order of the rows.
@@ -724,22 +726,17 @@ def results_table(
     if not isinstance(live, Mapping):
         raise WrongTypeError(f"live must be a dict {{experiment name: the run made here}}, got {describe(live)}")
     what = {"val_accuracy": "validation", "test_accuracy": "test"}.get(key, key)
-    width = max(len(str(label)) for label in labels.values())
-    lines = [
-        f"{'':<{width}}  {'here, seed 0':>12}  {f'{what} accuracy, shipped seeds 0-4':<40}  "
-        f"{'steps':>5}  {'epochs':>6}  {'parameters':>10}  {'mult-adds/image':>15}"
-    ]
+    header = ["", "here, seed 0", f"{what} accuracy, shipped seeds 0-4", "steps", "epochs", "parameters"]
+    rows = []
     for name, label in labels.items():
         found = runs(name)
         values, first = [run[key] for run in found], found[0]
         shipped = spread(values, percent=True)
         summary = f"{shipped.mean:.1%} ± {100 * shipped.std:.1f} (range {min(values):.1%}-{max(values):.1%})"
         here = f"{_live_value(live, name, key):.1%}" if name in live else "not run"
-        lines.append(
-            f"{label:<{width}}  {here:>12}  {summary:<40}  {first['steps']:>5}  {first['epochs']:>6}  "
-            f"{first['parameters']:>10,}  {first['multiply_adds'] / 1e6:>13.2f} M"
-        )
-    return "\n".join(lines)
+        cost = [first["steps"], first["epochs"], f"{first['parameters']:,}", f"{first['multiply_adds'] / 1e6:.2f} M"]
+        rows.append([label, here, summary, *cost])
+    return Table([*header, "mult-adds/image"], rows, align="lrlrrrr")
 
 
 def _live_value(live: Mapping, name: str, key: str) -> float:

@@ -8,7 +8,7 @@ the lesson runs seed 0 of a few live and prints the rest from the file.
 
 - `TRIALS`: name -> `Trial`; `run_trial(name, seed, data)`: train and measure one seed
   (`run_arm(trial, seed, data)` for a Trial of your own).
-- `CLAIMS`, `grade_claim(key)`, `verdict_lines(key)`: each claim's comparisons graded by utils.rubric.
+- `CLAIMS`, `grade_claim(key)`, `verdict_table(*keys)`: each claim's comparisons graded by utils.rubric.
 - `MEASURES`: what a trial can measure besides accuracy ("positions", "attention", "readout", "growth",
   "logits").
 - `shipped_runs(name)`, `shipped_values(name, key)`: the shipped seeds of one trial.
@@ -52,7 +52,9 @@ from utils.inspection import (
     prune_heads,
     readout_gradient_norm,
 )
+from utils.rubric import verdict_text
 from utils.runtime import eval_mode, set_seed, torch_threads
+from utils.tables import Table
 from utils.training import evaluate, fit
 from utils.validation import WrongTypeError, check_tensor, check_whole, describe
 
@@ -878,10 +880,14 @@ def outcome_of(grades: Mapping) -> str:
     return "mixed: " + ", ".join(f"{count} {outcome}" for outcome, count in counts.items())
 
 
-def verdict_lines(key: str) -> list[str]:
-    """The printed verdict of one claim: a line per comparison ("label | grade"), as the lesson prints it."""
-    lines = []
-    for label, grade in grade_claim(key).items():
-        why = f" [{grade.assumption}]" if grade.decided_by != "Welch" else ""
-        lines.append(f"{label + ' | ' if label else ''}{grade}{why}")
-    return lines
+def verdict_table(*keys: str) -> Table:
+    """The verdicts of one or more claims as the lesson shows them: a row per comparison, named
+    "claim 1, side by side?, 400 steps", and its grade (utils.rubric.verdict_text)."""
+    if not keys:
+        raise ValueError("name at least one claim, e.g. verdict_table('1')")
+    rows = [
+        [f"claim {key}" + (f", {label}" if label else ""), verdict_text(grade)]
+        for key in keys
+        for label, grade in grade_claim(key).items()
+    ]
+    return Table(["comparison", "verdict"], rows)

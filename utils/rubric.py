@@ -20,6 +20,7 @@ decide (every way of splitting the runs into two arms, Fisher 1935), and says wh
 - `holm(p_values)`: Holm's step-down adjusted p-values (Holm 1979).
 - `permutation_p(a, b)`, `rank_p(a, b)`: exact two-sided tests that assume no distribution.
 - `not_testable(claim_text, reason)`: the fourth outcome, with its reason.
+- `verdict_table({label: Grade})`: the grades as a table, one row per comparison (utils.tables).
 """
 
 import itertools
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from utils.experiments import ALPHA, _check_names, _check_values, _spread_of, _welch
+from utils.tables import Table
 from utils.validation import check_flag, check_number, check_positive, check_whole
 
 SUPPORTED, REFUTED, INCONCLUSIVE, NOT_TESTABLE = "supported", "refuted", "inconclusive", "not testable here"
@@ -344,3 +346,17 @@ def not_testable(claim_text: str, reason: str) -> Grade:
         if not isinstance(value, str) or not value.strip():
             raise TypeError(f"{name} must be a non-empty string, got {value!r}")
     return Grade(outcome=NOT_TESTABLE, because=f"{claim_text}: {reason}", claim=claim_text)
+
+
+def verdict_text(grade: Grade) -> str:
+    """The grade's sentence, with why Welch's test is doubtful where it is (in brackets)."""
+    if not isinstance(grade, Grade):
+        raise TypeError(f"expected a Grade (from grade or grade_family), got {type(grade).__name__}")
+    return f"{grade} [{grade.assumption}]" if grade.assumption else str(grade)
+
+
+def verdict_table(grades: Mapping[str, Grade], title: str = "comparison") -> Table:
+    """{label: Grade} (grade_family's) as a table: one row per comparison, its label and its verdict."""
+    if not isinstance(grades, Mapping) or not grades:
+        raise TypeError("grades must be a non-empty dict {label: Grade}, e.g. grade_family(...)")
+    return Table([title, "verdict"], [[label, verdict_text(g)] for label, g in grades.items()])

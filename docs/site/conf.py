@@ -35,6 +35,12 @@ TAG = f"v{PROJECT['version']}"
 LESSONS = sorted(ROOT.glob("lessons/[0-9][0-9]_*.ipynb"))  # the learner's edition
 HOME = "README"
 GUIDE = "docs/instructor-guide"
+# The lessons in the sidebar, by part (DESIGN.md: Part I is lessons 1-10, Part II the ViT since 2021)
+PARTS = {
+    "Part I: the Vision Transformer": range(1, 11),
+    "Part II: the ViT since 2021": range(11, 14),
+    "Beyond one process": range(14, 100),
+}
 # The sidebar's other sections: (caption, pages), each a Markdown file in docs/ without its suffix.
 REFERENCE = ["docs/where-to-run", "docs/library", "docs/data", "docs/time-and-memory", "docs/performance"]
 CONTRIBUTING = ["docs/testing", "docs/writing-a-lesson"]
@@ -98,13 +104,16 @@ html_theme_options = {
 
 
 def add_sidebar(app, docname: str, source: list[str]) -> None:
-    """The sidebar: the lessons in order, the reference pages, the guide, then the contributors'
+    """The sidebar: the lessons in order, by part (PARTS), the reference pages, the guide, then the contributors'
     pages, as hidden tables of contents appended to the README as it is read (the file itself is
     not changed)."""
     if docname != HOME:
         return
     sections = {
-        "Lessons": [f"lessons/{path.stem}" for path in LESSONS],
+        caption: [f"lessons/{path.stem}" for path in LESSONS if int(path.stem[:2]) in numbers]
+        for caption, numbers in PARTS.items()
+    }
+    sections = {caption: pages for caption, pages in sections.items() if pages} | {
         "Reference": REFERENCE,
         "For instructors": [GUIDE],
         "For contributors": CONTRIBUTING,

@@ -1,4 +1,5 @@
-"""Interactive explorers for the lessons, built on ipywidgets + matplotlib.
+"""Interactive explorers for the lessons, built on ipywidgets + matplotlib: Part I's here, each
+Part II lesson's in a module of its own (`utils.widgets.stability`, ...), on the same StaticPicture.
 
 Each widget takes tensors (never notebook globals), exposes its controls as attributes so that
 tests can drive them, and redraws only its own figure when a control moves. Inputs that do not
@@ -8,7 +9,9 @@ widget, and a view without a kernel (GitHub, nbviewer, the site) its picture (`S
 """
 
 import base64
+import html
 import io
+import re
 from collections.abc import Callable
 
 import ipywidgets as widgets
@@ -35,6 +38,10 @@ class StaticPicture:
     so that a notebook seen without a kernel (GitHub, nbviewer, the site) shows a picture, not
     `AttentionExplorer(children=(HBox(...`. Jupyter front ends rank the live widget above the PNG.
 
+    The picture travels as an `<img>` in text/html whose alt text (`alt_text`) says what it shows
+    and its numbers now (a screen reader, the site), as `utils.viz.core.with_alt_text` does for
+    the lessons' figures; the class says what it draws in `shows`.
+
     One bundle, from `_repr_mimebundle_`, serves ipywidgets 8 (IPython asks that) and ipywidgets 7
     (Google Colab's), whose `Widget._ipython_display_` would publish a bundle of its own: IPython
     prefers that method, and falls back to `_repr_mimebundle_` when it raises NotImplementedError
@@ -43,6 +50,8 @@ class StaticPicture:
     """
 
     fig: plt.Figure
+    summary: widgets.HTML  # the numbers under the figure, for what it draws now
+    shows: str = ""  # what the picture shows, in words: the start of its alt text
 
     def state_line(self) -> str:
         """The controls' values in words, e.g. "image 0, class token: layer 2, mean of the heads"."""
@@ -54,11 +63,20 @@ class StaticPicture:
         self.fig.savefig(buffer, format="png", dpi=self.fig.dpi)
         return buffer.getvalue()
 
+    def alt_text(self) -> str:
+        """What the picture shows, the controls' values and the numbers under it, e.g. "One query's
+        attention over the image as a heat map (image 0, class token: layer 3, mean of the heads):
+        top patch (3, 4) holds 21% of the weight, ..."."""
+        numbers = html.unescape(re.sub(r"<[^>]+>", "", self.summary.value))  # the summary's words
+        return " ".join(f"{self.shows} ({self.state_line()}): {numbers}".split())
+
     def _repr_mimebundle_(self, **kwargs) -> dict:
-        """{text/plain, image/png (base64, as notebooks store it), and the live widget while it is open}."""
+        """{text/plain, text/html (the picture: a base64 PNG in an <img> with its alt text), and the
+        live widget while it is open}."""
+        png = base64.b64encode(self.png()).decode("ascii")
         bundle = {
             "text/plain": f"{type(self).__name__}: {self.state_line()} (interactive in Jupyter)",
-            "image/png": base64.b64encode(self.png()).decode("ascii"),
+            "text/html": f'<img alt="{html.escape(self.alt_text())}" src="data:image/png;base64,{png}">',
         }
         if self._view_name is not None and self.comm is not None:  # closed: the last picture only
             bundle[WIDGET_VIEW] = {"version_major": 2, "version_minor": 0, "model_id": self._model_id}
@@ -87,6 +105,8 @@ class PatchSlicer(StaticPicture, widgets.VBox):
     Args:
         image: (C, H, W) in [0, 1]; the slider offers the patch sizes that divide H and W.
     """
+
+    shows = "The image with the patch grid of the chosen size drawn over it"
 
     def __init__(self, image: torch.Tensor, patch_size: int = 16, size: float = 4.0):
         C, H, W = check_image(image).shape
@@ -144,6 +164,8 @@ class SoftmaxTemperature(StaticPicture, widgets.VBox):
     Args:
         scores: (N,) one query's raw scores over N keys.
     """
+
+    shows = "A bar chart of the softmax weights of one query's scores times the scale, one bar per key"
 
     def __init__(self, scores: torch.Tensor, scale: float = 1.0, size: float = 4.0):
         check_tensor(scores, "one row of scores (N,)", ndim=1, nonempty=True)
@@ -211,6 +233,8 @@ class AttentionExplorer(StaticPicture, widgets.VBox):
         preprocess: optional function applied to the images before the model (e.g.
             utils.imagenet.normalize for the published ViT-B/16); the picture shows them as given.
     """
+
+    shows = "One query's attention over the image as a heat map on the picture, and its map in every head"
 
     def __init__(
         self,
@@ -482,6 +506,7 @@ class PositionSimilarityExplorer(StaticPicture, widgets.VBox):
     """
 
     DURING_TRAINING = "learned, during training"
+    shows = "Every position embedding's cosine similarity to the others, drawn on the grid, the chosen one's large"
 
     def __init__(
         self,
