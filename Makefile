@@ -20,7 +20,7 @@ WORKERS ?= 2
 INSTALLER ?= $(if $(and $(shell command -v uv),$(if $(shell $(PYTHON) -m pip config list 2>/dev/null),,none)),uv,pip)
 INSTALL = $(if $(filter uv,$(INSTALLER)),uv pip install --python $(BIN)/python,$(BIN)/python -m pip install)
 
-.PHONY: lab doctor learner-edition test test-peers test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims norm-order exercises slides measure check-binder bench weights site clean
+.PHONY: lab doctor learner-edition test test-peers test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims norm-order part-two exercises slides measure check-binder bench weights site clean
 
 ## make lab: set up .venv, copy the learner's edition (lessons/) into my-lessons/ (your copies: git ignores
 ## the folder, a copy is never overwritten, and it lists the lessons changed in the course since your
@@ -105,6 +105,14 @@ claims: $(VENV)/.runtime
 ## CPU thread per run, one run per core, about 10 minutes on 2 cores) into utils/results/lesson5.json
 norm-order: $(VENV)/.runtime
 	$(BIN)/python tools/run_experiments.py --suite norm_order
+
+## make part-two: run Part II's experiments with seeds 0-4 (lesson 11's 95 runs, --suite stability; lesson
+## 12's 35, --suite resolution; lesson 13's 50, --suite mae; one CPU thread per run, one run per core, about
+## 45 minutes on 2 cores) into utils/results/lesson11.json, lesson12.json and lesson13.json
+part-two: $(VENV)/.runtime
+	$(BIN)/python tools/run_experiments.py --suite stability
+	$(BIN)/python tools/run_experiments.py --suite resolution
+	$(BIN)/python tools/run_experiments.py --suite mae
 
 ## make exercises: copies of the learner's edition in exercises/ (for workshops); it never overwrites a
 ## copy that differs from a fresh one (a learner's answers): it stops and names them. FORCE=1 first moves

@@ -183,6 +183,32 @@ def check_explorers(page, stem: str) -> None:
     check_position_explorer(page, stem)
 
 
+def check_logit_explorer(page, stem: str) -> None:
+    """Lesson 11's logit explorer: one step back along the record redraws the curve's marker and the
+    class token's attention at that step."""
+    explorer = widget(page, "largest logit")
+    before, after = move_slider_and_wait(page, explorer, "step", "ArrowLeft", name=f"{stem}-step")
+    step = r"seed 0 at step (\d+)"
+    assert number(step, before) == 300 and number(step, after) == 290, (before, after)
+
+
+def check_rope_explorer(page, stem: str) -> None:
+    """Lesson 12's RoPE explorer: the query one row down on the 6 x 6 grid sees fewer keys at offsets
+    the 4 x 4 training grid never has (20 of 36 from (0, 0), 16 from (1, 0))."""
+    explorer = widget(page, "never has")
+    before, after = move_slider_and_wait(page, explorer, "query row", "ArrowRight", name=f"{stem}-query-row")
+    unseen = r"never has: (\d+) of 36"
+    assert number(unseen, before) == 20 and number(unseen, after) == 16, (before, after)
+
+
+def check_mask_explorer(page, stem: str) -> None:
+    """Lesson 13's mask explorer: one patch more hidden, and the MAE rebuilds what it cannot see."""
+    explorer = widget(page, "hidden")
+    before, after = move_slider_and_wait(page, explorer, "hidden", "ArrowRight", name=f"{stem}-hidden")
+    hidden = r"(\d+) of 16 hidden"
+    assert number(hidden, before) == 12 and number(hidden, after) == 13, (before, after)
+
+
 @dataclass(frozen=True)
 class Lesson:
     notebook: str  # in notebooks/
@@ -198,6 +224,9 @@ LESSONS = [
     Lesson("07_inside_vit.ipynb", check_explorers, min_images=3),
     # without the ViT-B/16 file (as in CI) it shows one explorer: the digits model's position table
     Lesson("08_real_weights.ipynb", check_position_explorer),
+    Lesson("11_stable_training.ipynb", check_logit_explorer),
+    Lesson("12_positions_beyond_grid.ipynb", check_rope_explorer),
+    Lesson("13_masked_autoencoder.ipynb", check_mask_explorer),
 ]
 
 

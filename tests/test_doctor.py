@@ -68,7 +68,7 @@ def test_this_set_up_passes():
     for check in ("python", "packages", "torch", "library", "widgets", "where"):  # a busy machine may WARN on the rest
         assert statuses(findings)[check] == {"OK"}, "\n".join(map(str, findings))
     assert "all 15 of requirements.txt" in str(lines(findings, "packages")[0])
-    assert "15 data files present" in str(lines(findings, "library")[0])
+    assert "19 data files present" in str(lines(findings, "library")[0])
 
 
 def test_utils_doctor_prints_a_line_per_check_and_returns_true_without_a_fail(monkeypatch, capsys):

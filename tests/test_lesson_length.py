@@ -7,12 +7,12 @@ import json
 import re
 
 import pytest
-from notebook_cells import ROOT
+from notebook_cells import NOTEBOOKS, ROOT
 
 CORE_WORDS = 2200
 # lessons whose core carries training runs and graded experiments (lessons 6 and 9) may take 2,500
 CORE_WORDS_WITH_EXPERIMENTS = {"06_training": 2500, "09_claims": 2500}
-# The lessons rewritten into one sitting so far; each lesson-rewrite issue adds its lessons here.
+# Every lesson is one sitting (the lesson-rewrite issues of this round, and Part II from the start).
 ONE_SITTING = [
     "01_patches",
     "02_embeddings",
@@ -24,6 +24,9 @@ ONE_SITTING = [
     "08_real_weights",
     "09_claims",
     "10_backward_by_hand",
+    "11_stable_training",
+    "12_positions_beyond_grid",
+    "13_masked_autoencoder",
     "14_beyond_one_process",
 ]
 GOING_FURTHER = re.compile(r"^## .*going further", re.IGNORECASE | re.MULTILINE)
@@ -52,6 +55,11 @@ def test_the_count_stops_at_going_further_and_skips_folded_help():
         "## Going further\nno",
     ]
     assert core_words(cells) == 5 + 1  # "Title four words of prose", then "two"
+
+
+def test_every_lesson_is_held_to_one_sitting():
+    """A new lesson joins the list (and so the length and order tests) from the start."""
+    assert sorted(ONE_SITTING) == [path.stem for path in NOTEBOOKS]
 
 
 @pytest.mark.parametrize("name", ONE_SITTING)

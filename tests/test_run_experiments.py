@@ -314,6 +314,25 @@ def test_a_damaged_results_file_is_replaced_only_by_a_run_of_every_experiment(mo
         R.stored_results(other, list(EXPERIMENTS))
 
 
+@pytest.mark.parametrize(
+    ("suite", "results"), [("stability", "lesson11.json"), ("resolution", "lesson12.json"), ("mae", "lesson13.json")]
+)
+def test_make_part_two_runs_each_part_two_suite_into_its_own_file(suite, results):
+    """Lessons 11-13's suites are registered from their modules, write their own files, and
+    `make part-two` runs all three."""
+    import importlib
+
+    lesson = importlib.import_module(f"utils.{suite}")  # each suite is named after its module
+    chosen = R.SUITES[suite]
+    assert chosen.recipes is lesson.ARMS and chosen.run is lesson.run_arm
+    assert chosen.results_file == lesson.RESULTS_FILE and chosen.results_file.name == results
+    assert chosen.command == lesson.COMMAND == f"python tools/run_experiments.py --suite {suite}"
+    assert len({other.results_file for other in R.SUITES.values()}) == len(R.SUITES)  # no two share a file
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^part-two:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
+    assert recipe and f"tools/run_experiments.py --suite {suite}" in recipe[1]
+
+
 @pytest.mark.reproduction
 def test_the_norm_order_suite_runs_lesson_5s_arms_into_its_own_file(tmp_path, capsys):
     """One of lesson 5's arms run as `--suite norm_order` runs it, in a worker process: the shipped

@@ -5,16 +5,18 @@
     python tools/run_experiments.py "digits" "same colour"  # some of them, merged into the file
     python tools/run_experiments.py --suite claims        # lesson 9's trials, into utils/results/lesson9.json
     python tools/run_experiments.py --suite norm_order    # lesson 5's pre/post-norm arms, into lesson5.json
+    python tools/run_experiments.py --suite stability     # lesson 11's (also resolution: 12, mae: 13; make part-two)
     python tools/run_experiments.py --workers 1           # one process (default: one per CPU core)
     python tools/run_experiments.py --suite claims "new" --drop "old"  # run "new"; remove "old", which
                                                           # the suite no longer defines, from the file
 
 Every run trains on one CPU thread (fit's default) with a budget in steps, so the numbers do not
 depend on the machine's speed or core count; several runs go side by side, one per core. Lesson
-6's take about 25 minutes on 2 cores, lesson 9's just under an hour (59 minutes here), lesson 5's about
-10 minutes. The lessons read the files with utils.ablations.shipped_runs, utils.claims.shipped_runs
-and utils.norm_order.shipped_runs, which check the sha256 of the
-experiments that this script stores beside them.
+6's take about 25 minutes on 2 cores, lesson 9's just under an hour (59 minutes here), lesson 5's
+about 10 minutes, Part II's (lessons 11-13) about 45 minutes together. The lessons read the files
+with each suite's shipped_runs (utils.ablations, utils.claims, utils.norm_order, utils.stability,
+utils.resolution, utils.mae), which check the sha256 of the experiments that this script stores
+beside them.
 
 Before any training the output is checked: a name given twice, an output that is a folder, is not
 valid JSON, was changed by hand, holds another suite's results or experiments this suite would
@@ -23,8 +25,6 @@ replace, through a scratch file of its own, so two runs finishing together both 
 """
 
 import argparse
-import importlib
-import importlib.util
 import json
 import multiprocessing
 import os
@@ -39,7 +39,7 @@ from pathlib import Path
 # run as a script from a checkout, the course library needs no install
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from utils import ablations, claims, norm_order
+from utils import ablations, claims, mae, norm_order, resolution, stability
 from utils.ablations import (
     CHECKSUM_KEY,
     SEEDS,
@@ -104,10 +104,9 @@ def _lesson_suite(module, holds: str) -> Suite:
 
 
 SUITES["norm_order"] = _lesson_suite(norm_order, "lesson 5's results")
-# Part II (lessons 11-13): registered once its module exists, while the lessons are being written
-for _suite, _lesson in (("stability", 11), ("resolution", 12), ("mae", 13)):
-    if importlib.util.find_spec(f"utils.{_suite}") is not None:
-        SUITES[_suite] = _lesson_suite(importlib.import_module(f"utils.{_suite}"), f"lesson {_lesson}'s results")
+SUITES["stability"] = _lesson_suite(stability, "lesson 11's results")
+SUITES["resolution"] = _lesson_suite(resolution, "lesson 12's results")
+SUITES["mae"] = _lesson_suite(mae, "lesson 13's results")
 COMMAND = SUITES["experiments"].command
 
 
@@ -231,7 +230,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", metavar="name", help="experiments to run (default: all)")
     parser.add_argument(
-        "--suite", choices=list(SUITES), default="experiments", help="lesson 6's, lesson 9's or lesson 5's"
+        "--suite",
+        choices=list(SUITES),
+        default="experiments",
+        help="whose: lesson 6's, 9's (claims), 5's (norm_order), 11's (stability), 12's (resolution), 13's (mae)",
     )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="runs side by side")
     parser.add_argument("--output", type=Path, default=None, help="the results file (default: the suite's)")

@@ -36,11 +36,20 @@ from tqdm.auto import tqdm
 from utils.baselines import DeepCNN, SmallCNN, objects_in_one_window
 from utils.data import RELATIONAL_TASKS, load_training_set, split_validation
 from utils.datasets import ImageDataset
-from utils.experiments import PREDICTION, check_fraction, compare, prediction_interval, run_seeds, spread
+from utils.experiments import (
+    MAX_SEED,
+    PREDICTION,
+    check_fraction,
+    compare,
+    prediction_interval,
+    run_record,
+    run_seeds,
+    spread,
+)
 from utils.rubric import grade_family
-from utils.runtime import cpu_kind, release_memory
+from utils.runtime import cpu_kind, release_memory, set_seed
 from utils.tables import Table
-from utils.training import evaluate, predict
+from utils.training import evaluate, fit, predict
 from utils.validation import WrongTypeError, check_flag, check_number, check_positive, check_whole, describe
 from utils.vit import VisionTransformer, ViTConfig
 
@@ -52,6 +61,9 @@ REMAKE = {
     "lesson6.json": ("make experiments", "about 25 minutes"),
     "lesson9.json": ("make claims", "about an hour"),
     "lesson5.json": ("python tools/run_experiments.py --suite norm_order", "about 10 minutes"),
+    "lesson11.json": ("python tools/run_experiments.py --suite stability", "about 12 minutes"),
+    "lesson12.json": ("python tools/run_experiments.py --suite resolution", "about 15 minutes"),
+    "lesson13.json": ("python tools/run_experiments.py --suite mae", "about 20 minutes"),
 }
 # What every stored run holds (run_seeds' dict); lesson 9's runs hold more.
 RUN_KEYS = (
@@ -663,6 +675,58 @@ def agreement_of_runs(
             raise WrongTypeError(f"an accuracy needs the Split it was measured on as data, got {describe(data)}")
         images = len(data.val if key == "val_accuracy" else data.test)
     return agreement(value, same_seed[0][key], values_of(runs, name, key), exact, images)
+
+
+@dataclass(frozen=True)
+class ShippedArms:
+    """A lesson's arms and the file their seeds ship in (lessons 5, 11, 12, 13): `arm(name)` looks one
+    up (a close name suggested), `runs`/`values` read its shipped seeds, `agrees` holds a live run
+    to them by the agreement rule (exact on the kind of CPU that made them, else like one more seed).
+
+    arms: name -> an arm with `.as_dict()` (its recipe as the file stores it); data: the DATA key
+    every arm trains on."""
+
+    arms: Mapping
+    results_file: Path
+    command: str
+    data: str = "digits"
+
+    def arm(self, name):
+        """The arm called `name`; a TypeError for a non-str, a ValueError naming the closest arm."""
+        if not isinstance(name, str):
+            raise WrongTypeError(f"name must be the name of an arm (a str), got {describe(name)}")
+        if name not in self.arms:
+            close = difflib.get_close_matches(name, list(self.arms), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f"; the names: {', '.join(map(repr, self.arms))}"
+            raise ValueError(f"no arm {name!r}{hint}")
+        return self.arms[name]
+
+    def runs(self, name: str, path: str | Path | None = None) -> list[dict]:
+        """The shipped runs of arm `name`, one dict per seed; a ValueError when the file's recipe is
+        not today's (run the suite again)."""
+        return runs_of_recipe(path or self.results_file, name, self.arm(name).as_dict(), self.command)
+
+    def values(self, name: str, key: str = "val_accuracy") -> list:
+        """One value of `key` per shipped seed of arm `name`."""
+        return values_of(self.runs(name), name, key)
+
+    def train(self, name: str, seed: int, data: "Split | None" = None) -> tuple[nn.Module, dict]:
+        """Train seed `seed` of arm `name` (its `.build()` and `.experiment.fit`) on `data` (the
+        arms' DATA split if None): the trained model and run_record's dict."""
+        arm = self.arm(name)
+        seed = check_whole(seed, "seed", minimum=0, maximum=MAX_SEED)
+        data = experiment_data(self.data) if data is None else check_split(data, self.data, name, "trains on")
+        set_seed(seed)
+        model = arm.build()
+        history = fit(model, data.train, data.val, seed=seed, progress=False, **arm.experiment.fit)
+        _, test_accuracy = evaluate(model, data.test)
+        return model, run_record(model, history, test_accuracy, seed, tuple(data.train.tensors[0].shape[1:]))
+
+    def agrees(self, name: str, run: dict, data: "Split", key: str = "val_accuracy") -> "Agreement":
+        """Whether a live run of arm `name` agrees with its shipped seeds (agreement_of_runs)."""
+        runs = self.runs(name)
+        check_split(data, self.data, name)
+        return agreement_of_runs(runs, run, key, made_here(self.results_file, name), data, name)
 
 
 def versus(name_a: str, name_b: str, key: str = "val_accuracy", names: tuple[str, str] | None = None):

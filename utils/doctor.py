@@ -302,7 +302,7 @@ def data_files() -> dict[str, Path] | str:
     """{what: path} of the data files the lessons read, named by the modules that read them; or, when one
     of those modules does not import, what went wrong."""
     try:
-        from utils import ablations, claims, data, imagenet, norm_order, weights
+        from utils import ablations, claims, data, imagenet, mae, norm_order, resolution, stability, weights
     except Exception as error:
         return f"{type(error).__name__}: {error}"
     files = {f"checkpoints/{name}.pt": weights.CHECKPOINT_DIR / f"{name}.pt" for name in LESSON_CHECKPOINTS}
@@ -310,6 +310,10 @@ def data_files() -> dict[str, Path] | str:
         ablations.RESULTS_FILE,
         claims.RESULTS_FILE,
         norm_order.RESULTS_FILE,
+        stability.RESULTS_FILE,
+        resolution.RESULTS_FILE,
+        mae.RESULTS_FILE,
+        mae.CHECKPOINT,
         data.DIGITS_SPLIT_FILE,
         imagenet.CLASSES_FILE,
     ):

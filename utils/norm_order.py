@@ -15,27 +15,19 @@ lesson runs seed 0 of two arms live and prints the rest from the file.
 - `best_lr(order, warmup)`: the learning rate with the highest mean validation accuracy.
 """
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
 from torch import nn
 
 from utils.ablations import (
-    Agreement,
     Experiment,
+    ShippedArms,
     Split,
-    agreement_of_runs,
-    check_split,
     experiment_data,
-    made_here,
-    runs_of_recipe,
-    values_of,
 )
-from utils.experiments import MAX_SEED, run_record
-from utils.runtime import set_seed
-from utils.training import evaluate, fit, predict
-from utils.validation import WrongTypeError, check_whole, describe
+from utils.training import predict
+from utils.validation import WrongTypeError, describe
 
 RESULTS_FILE = Path(__file__).parent / "results" / "lesson5.json"
 COMMAND = "python tools/run_experiments.py --suite norm_order"
@@ -95,51 +87,19 @@ ARMS: dict[str, Arm] = {
 }
 
 
-def _check_name(name) -> Arm:
-    if not isinstance(name, str):
-        raise WrongTypeError(f"name must be the name of an arm (a str), got {describe(name)}")
-    if name not in ARMS:
-        close = difflib.get_close_matches(name, list(ARMS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else f"; the names: {', '.join(map(repr, ARMS))}"
-        raise ValueError(f"no arm {name!r}{hint}")
-    return ARMS[name]
+SHIPPED = ShippedArms(ARMS, RESULTS_FILE, COMMAND)  # the arms' shipped seeds (utils.ablations)
+shipped_runs, shipped_values, agrees_with_shipped = SHIPPED.runs, SHIPPED.values, SHIPPED.agrees
 
 
 def run_arm(name: str, seed: int, data: Split | None = None) -> dict:
     """Train seed `seed` of arm `name`: run_record's dict (seed, val_accuracy, test_accuracy, steps,
     epochs, seconds, ...) plus "same_answer", the share of the validation images given the model's
     commonest answer (1.0: the same digit for every image)."""
-    arm = _check_name(name)
-    seed = check_whole(seed, "seed", minimum=0, maximum=MAX_SEED)
-    data = experiment_data("digits") if data is None else check_split(data, "digits", name, "trains on")
-    set_seed(seed)
-    model = arm.build()
-    history = fit(model, data.train, data.val, seed=seed, progress=False, **arm.experiment.fit)
-    _, test_accuracy = evaluate(model, data.test)
-    record = run_record(model, history, test_accuracy, seed, tuple(data.train.tensors[0].shape[1:]))
+    data = experiment_data("digits") if data is None else data
+    model, record = SHIPPED.train(name, seed, data)
     answers = predict(model, data.val.tensors[0])  # (images,): the digit the model says for each
     record["same_answer"] = answers.bincount().max().item() / len(answers)
     return record
-
-
-def shipped_runs(name: str, path: str | Path = RESULTS_FILE) -> list[dict]:
-    """The shipped runs of arm `name`, one dict per seed (as run_arm returns them); a ValueError when
-    the file's recipe is not today's ARMS[name] (run the suite again)."""
-    return runs_of_recipe(path, name, _check_name(name).as_dict(), COMMAND)
-
-
-def shipped_values(name: str, key: str = "val_accuracy") -> list:
-    """One value per shipped seed, e.g. shipped_values("pre-norm, lr 0.003, warm-up 0 %")."""
-    return values_of(shipped_runs(name), name, key)
-
-
-def agrees_with_shipped(name: str, run: dict, data: Split, key: str = "val_accuracy") -> Agreement:
-    """Whether a live run of arm `name` (run_arm's dict) agrees with the shipped seeds: exactly, if
-    this kind of CPU made its runs in lesson5.json, else inside where one more seed lands (see
-    utils.ablations.agrees_with_shipped)."""
-    runs = shipped_runs(name)
-    check_split(data, "digits", name)
-    return agreement_of_runs(runs, run, key, made_here(RESULTS_FILE, name), data, name)
 
 
 def best_lr(order: str, warmup: float) -> float:
