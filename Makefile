@@ -20,7 +20,7 @@ WORKERS ?= 2
 INSTALLER ?= $(if $(and $(shell command -v uv),$(if $(shell $(PYTHON) -m pip config list 2>/dev/null),,none)),uv,pip)
 INSTALL = $(if $(filter uv,$(INSTALLER)),uv pip install --python $(BIN)/python,$(BIN)/python -m pip install)
 
-.PHONY: lab doctor learner-edition test test-peers test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims norm-order part-two exercises slides measure check-binder bench weights site clean
+.PHONY: lab lab-zh doctor learner-edition test test-peers test-lib test-kinds test-compat test-notebook lint format run-notebooks checkpoints experiments claims norm-order part-two exercises slides measure check-binder bench weights site clean
 
 ## make lab: set up .venv, copy the learner's edition (lessons/) into my-lessons/ (your copies: git ignores
 ## the folder, a copy is never overwritten, and it lists the lessons changed in the course since your
@@ -29,6 +29,13 @@ lab: $(VENV)/.runtime
 	$(BIN)/python tools/exercises.py my-lessons $(if $(filter-out 0,$(FORCE)),--force,--keep)
 	$(BIN)/jupyter lab --port=$(PORT) --ServerApp.root_dir=. \
 	  --LabApp.default_url=/lab/tree/my-lessons/01_patches.ipynb $(ROOT_FLAG) $(LAB_ARGS)
+
+## make lab-zh: the same with the Chinese learner's edition (zh-CN/lessons/, made by tools/translation.py from the
+## English lessons and translations/zh-CN/), your copies in my-lessons-zh/
+lab-zh: $(VENV)/.runtime
+	$(BIN)/python tools/exercises.py my-lessons-zh --edition zh-CN $(if $(filter-out 0,$(FORCE)),--force,--keep)
+	$(BIN)/jupyter lab --port=$(PORT) --ServerApp.root_dir=. \
+	  --LabApp.default_url=/lab/tree/my-lessons-zh/01_patches.ipynb $(ROOT_FLAG) $(LAB_ARGS)
 
 ## make doctor: check this set-up for the course, one line per check ([OK], [WARN], or [FAIL] with what to do):
 ## Python, requirements.txt's pins, torch's CPU build, the course library and its data files, the widgets' front

@@ -1,7 +1,7 @@
 """Your own copies of the learner's edition (lessons/): `make lab` writes them into my-lessons/ and
 opens them there; `make exercises` writes them into exercises/ for a workshop.
 
-Run: python tools/exercises.py [out_dir] [--keep | --force]
+Run: python tools/exercises.py [out_dir] [--keep | --force] [--edition zh-CN]
 
 A copy is never overwritten. Missing copies are written; a copy identical to a fresh one is left
 alone. A copy that differs (a learner's answers, or a copy of an older lesson) or is a symbolic
@@ -24,8 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from a checkout, the course library needs no install
-LESSONS = ROOT / "lessons"  # the learner's edition, what the copies are made of
-COURSE_FOLDERS = (ROOT / "notebooks", LESSONS)  # never an out_dir
+EDITIONS = {"en": ROOT / "lessons", "zh-CN": ROOT / "zh-CN" / "lessons"}  # the learner's editions, by language
+LESSONS = EDITIONS["en"]  # what the copies are made of (--edition chooses)
+COURSE_FOLDERS = (ROOT / "notebooks", ROOT / "zh-CN" / "notebooks", *EDITIONS.values())  # never an out_dir
 BEGIN = "# BEGIN SOLUTION"  # in a notebook of the solution edition only
 
 
@@ -231,7 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--keep", action="store_true", help="leave copies that differ as they are (make lab)")
     mode.add_argument("--force", action="store_true", help="back up the copies that differ, then replace them")
+    parser.add_argument(
+        "--edition", choices=list(EDITIONS), default="en", help="English (lessons/) or Chinese (zh-CN/lessons/)"
+    )
     args = parser.parse_args(argv)
+    global LESSONS
+    LESSONS = EDITIONS[args.edition]
     backups = None
     try:
         copies, changed = plan(args.out_dir)
