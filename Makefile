@@ -133,10 +133,13 @@ learner-edition: $(VENV)/.runtime
 	$(BIN)/python tools/learner_edition.py
 
 ## make site: the course as a website in _site/html/ (open index.html): the README as its home page, each
-## lesson with its committed outputs (nothing is run), launch buttons at the release tag; built and read
-## offline (about 10 s). HUB=https://your.hub adds a JupyterHub button (nbgitpuller); SITE_DIR=... elsewhere
+## lesson with its committed outputs (nothing is run), launch buttons at the release tag; then the Chinese
+## edition in _site/html/zh-CN/, a language switch on every page; built and read offline (about 30 s).
+## HUB=https://your.hub adds a JupyterHub button (nbgitpuller); SITE_DIR=... elsewhere
 site: $(VENV)/.dev
 	SITE_JUPYTERHUB="$(HUB)" $(BIN)/python -m sphinx -M html . $(or $(SITE_DIR),_site) -c docs/site -E -W --keep-going
+	SITE_LANGUAGE=zh-CN SITE_JUPYTERHUB="$(HUB)" $(BIN)/python -m sphinx -b html . $(or $(SITE_DIR),_site)/html/zh-CN \
+	  -d $(or $(SITE_DIR),_site)/doctrees-zh-CN -c docs/site -E -W --keep-going
 
 ## make slides: a slide deck per lesson for instructors in _slides/ (one self-contained HTML file each, from
 ## the solution edition's committed outputs; opens offline in any browser, arrow keys move; about 5 s)

@@ -33,9 +33,10 @@ def texts() -> dict[str, str]:
     """Every text a learner or an instructor reads links in: the Markdown files and the lessons' cells."""
     found = {path.name: path.read_text(encoding="utf-8") for path in ROOT.glob("*.md")}
     found |= {f"docs/{path.name}": path.read_text(encoding="utf-8") for path in (ROOT / "docs").glob("*.md")}
-    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "lessons").glob("*.ipynb")):
-        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-        found[f"{notebook.parent.name}/{notebook.name}"] = "\n".join("".join(cell["source"]) for cell in cells)
+    for folder in ["notebooks", "lessons", "zh-CN/notebooks", "zh-CN/lessons"]:
+        for notebook in sorted((ROOT / folder).glob("*.ipynb")):
+            cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+            found[f"{folder}/{notebook.name}"] = "\n".join("".join(cell["source"]) for cell in cells)
     return found
 
 
@@ -65,11 +66,13 @@ def test_every_launch_link_is_built_from_the_address_and_the_release_tag():
     assert any("git-pull" in link for _, link in links), "the guide's nbgitpuller link for the course is missing"
     wrong = []
     for name, link in links:
-        if "mybinder.org" in link:  # every door opens the learner's edition, lessons/
-            expected = f"https://mybinder.org/v2/gh/{OWNER_REPO}/{TAG}?urlpath=lab/tree/lessons/"
+        # every door opens the learner's edition: lessons/, or zh-CN/lessons/ from a Chinese text
+        lessons = "zh-CN/lessons/" if "zh-CN" in name else "lessons/"
+        if "mybinder.org" in link:
+            expected = f"https://mybinder.org/v2/gh/{OWNER_REPO}/{TAG}?urlpath=lab/tree/{lessons}"
             ok = link.startswith(expected)
         elif "colab.research.google.com" in link:
-            expected = f"https://colab.research.google.com/github/{OWNER_REPO}/blob/{TAG}/lessons/"
+            expected = f"https://colab.research.google.com/github/{OWNER_REPO}/blob/{TAG}/{lessons}"
             ok = link.startswith(expected)
         else:  # nbgitpuller
             query = parse_qs(urlparse(link).query)

@@ -230,3 +230,102 @@ def test_make_lab_zh_copies_the_chinese_learners_edition(tmp_path, monkeypatch):
     assert sorted(path.name for path in (tmp_path / "copies").glob("*.ipynb")) == [path.name for path in LESSONS]
     title = "".join(read(tmp_path / "copies" / "01_patches.ipynb")["cells"][0]["source"])
     assert T.LEARNER_NOTE in title
+
+
+# ---- the README and the guide, a section at a time -----------------------------------------------
+
+
+@pytest.fixture
+def page(tmp_path, monkeypatch):
+    """A two-section English page of its own, its Chinese page to be made beside it."""
+    monkeypatch.setattr(T, "ROOT", tmp_path)
+    monkeypatch.setattr(T, "PAGES", {"GUIDE.md": ("GUIDE.zh-CN.md", None)})
+    english = "# Guide\n\nOpen [lesson 1](lessons/01_patches.ipynb).\n\n"
+    english += "## Run it\n\n```bash\nmake lab  # opens lesson 1\n```\n"
+    (tmp_path / "GUIDE.md").write_text(english, encoding="utf-8")
+    return tmp_path
+
+
+PAGE_TRANSLATED = {  # the little page's two sections, in Chinese
+    "guide": "# 指南\n\n打开[第 1 课](zh-CN/lessons/01_patches.ipynb)。",
+    "run-it": "## 运行\n\n```bash\nmake lab  # 打开第 1 课\n```",
+}
+
+
+def fill_page(path: Path, translations: dict[str, str]) -> None:
+    """Replace each section's text (after its marker) by translations[its key]."""
+    text = path.read_text(encoding="utf-8")
+    for match in reversed(list(T.SECTION_MARKER.finditer(text))):
+        end = text.find("<!--", match.end())
+        end = len(text) if end == -1 else end
+        text = text[: match.end()] + "\n" + translations[match[1]] + "\n\n" + text[end:]
+    path.write_text(text, encoding="utf-8")
+
+
+def test_a_page_template_leads_to_the_chinese_lessons_and_is_no_translation_until_translated(page):
+    made = T.page_template("GUIDE.md")
+    assert "](zh-CN/lessons/01_patches.ipynb)" in made.read_text(encoding="utf-8")  # the link already retargeted
+    assert T.page_problems("GUIDE.md") == [
+        "GUIDE.zh-CN.md: section guide is still the English (the template's text, not yet translated)",
+        "GUIDE.zh-CN.md: section run-it is still the English (the template's text, not yet translated)",
+    ]
+    fill_page(made, PAGE_TRANSLATED)
+    assert T.page_problems("GUIDE.md") == []
+    T.page_template("GUIDE.md")  # a refresh keeps every translation
+    assert T.page_problems("GUIDE.md") == []
+
+
+def test_a_changed_section_is_stale_and_other_commands_or_a_lost_link_are_named(page):
+    fill_page(T.page_template("GUIDE.md"), PAGE_TRANSLATED)
+    english = (page / "GUIDE.md").read_text(encoding="utf-8")
+    (page / "GUIDE.md").write_text(english.replace("make lab ", "make lab-zh "), encoding="utf-8")
+    found = T.page_problems("GUIDE.md")
+    assert found[0] == "GUIDE.zh-CN.md: section run-it is stale: the English changed since it was translated"
+    assert "its commands differ from the English ones" in found[1] and "make lab-zh" in found[1]
+    (page / "GUIDE.md").write_text(english, encoding="utf-8")
+    chinese = (page / "GUIDE.zh-CN.md").read_text(encoding="utf-8")
+    (page / "GUIDE.zh-CN.md").write_text(chinese.replace("](zh-CN/lessons/", "](lessons/"), encoding="utf-8")
+    assert T.page_problems("GUIDE.md") == [
+        "GUIDE.zh-CN.md: section guide: links the English has and it lacks: ['zh-CN/lessons/01_patches.ipynb']"
+    ]
+    (page / "GUIDE.zh-CN.md").write_text(chinese.split("<!-- section run-it")[0], encoding="utf-8")
+    assert T.page_problems("GUIDE.md") == ["GUIDE.zh-CN.md: section run-it has no translation"]
+
+
+@pytest.mark.parametrize("english", list(T.PAGES))
+def test_the_readme_and_the_guide_s_learner_sections_are_translated_and_fresh(english):
+    assert T.page_problems(english) == []
+    required = T.PAGES[english][1]
+    done = T.read_page_translation(ROOT / T.PAGES[english][0])
+    assert list(done) == (required or list(T.sections((ROOT / english).read_text(encoding="utf-8"))))
+
+
+def test_each_readme_links_the_other_at_its_top():
+    english = (ROOT / "README.md").read_text(encoding="utf-8").split("\n")[:4]
+    chinese = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8").split("\n")[:5]
+    assert any("](README.zh-CN.md)" in line for line in english), english
+    assert any("](README.md)" in line for line in chinese), chinese
+
+
+@pytest.mark.parametrize("english", list(T.PAGES))
+def test_each_glossary_term_keeps_its_chinese_in_the_pages(english):
+    sections = T.sections((ROOT / english).read_text(encoding="utf-8"))
+    wrong = []
+    for key, (_, chinese) in T.read_page_translation(ROOT / T.PAGES[english][0]).items():
+        for term, fixed in glossary().items():
+            if uses(term, sections[key]) and fixed not in chinese:
+                wrong.append(f"{key}: {term!r} is not rendered {fixed!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_command_refuses_a_file_it_cannot_translate_naming_it(tmp_path, capsys):
+    elsewhere = tmp_path / "01_patches.ipynb"
+    elsewhere.write_text("{}")
+    for named, said in [
+        (elsewhere, "not in the course's folder"),
+        (ROOT / "notebooks" / "99_none.ipynb", "no such file"),
+    ]:
+        with pytest.raises(SystemExit) as stopped:
+            T.main(["check", str(named)])
+        assert stopped.value.code == 2
+        assert said in capsys.readouterr().err
