@@ -135,7 +135,7 @@ learner-edition: $(VENV)/.runtime
 
 ## make site: the course as a website in _site/html/ (open index.html): the README as its home page, each
 ## lesson with its committed outputs (nothing is run), launch buttons at the release tag; then the Chinese
-## edition in _site/html/zh-CN/, a language switch on every page; built and read offline (about 30 s).
+## edition in _site/html/zh-CN/, a language switch on every page; built and read offline (about 20 s).
 ## HUB=https://your.hub adds a JupyterHub button (nbgitpuller); SITE_DIR=... elsewhere
 site: $(VENV)/.dev
 	SITE_JUPYTERHUB="$(HUB)" $(BIN)/python -m sphinx -M html . $(or $(SITE_DIR),_site) -c docs/site -E -W --keep-going
