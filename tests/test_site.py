@@ -525,4 +525,6 @@ def test_the_chinese_site_is_searched_in_chinese(visit):
     page.wait_for_selector("#search-results ul.search li a", timeout=20_000)
     found = page.eval_on_selector_all("#search-results ul.search li a", "links => links.map(a => a.href)")
     assert any(link.startswith(opened.site + f"{CHINESE}lessons/03_attention.html") for link in found), found[:10]
+    # the switch keeps the query: the same search in English (docs/site/static/course.js)
+    assert page.get_attribute("a.course-language-switch", "href").endswith("search.html?q=%E6%B3%A8%E6%84%8F%E5%8A%9B")
     check_offline(opened)

@@ -26,3 +26,15 @@ document.addEventListener("DOMContentLoaded", () => {
     box.setAttribute("aria-label", visible(box.closest("li")).slice(0, 120));
   }
 });
+
+// The language switch (templates/language-switch.html) on a search page keeps the reader's query:
+// the same search, in the other language's edition.
+document.addEventListener("DOMContentLoaded", () => {
+  for (const link of document.querySelectorAll("a.course-language-switch")) {
+    const target = new URL(link.href);
+    if (location.search && target.pathname.endsWith("/search.html")) {
+      target.search = location.search;
+      link.href = target.href;
+    }
+  }
+});
