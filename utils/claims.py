@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from utils.ablations import (
+    DIGITS_FIT,
     PAIRS_FIT,
     Agreement,
     Experiment,
@@ -176,7 +177,7 @@ LONG_STEPS = 1200  # three times as long, for claims that may depend on the budg
 PAIRS_STEPS = 600  # "same colour?": 24 epochs
 DIGITS_STEPS = 600  # 67 epochs of 1,078 images
 CONVERGED_STEPS = 2000  # digits trained as long as lesson 6's final model
-DIGITS = dict(lr=3e-3, max_shift=1, label_smoothing=0.1)  # lesson 6's digits recipe
+DIGITS = dict(DIGITS_FIT)  # lesson 6's digits recipe (utils.ablations)
 HIGH_LR = dict(DIGITS, lr=0.1)  # 33 x the recipe's learning rate
 DIVERGENCE = ("growth", "logits")
 POSITIONS = ("positions",)

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from utils.ablations import (
+    DIGITS_FIT,
     Experiment,
     ShippedArms,
     Split,
@@ -69,7 +70,7 @@ LABELS_PER_CLASS = 10  # the labelled digits: 10 of each class, 100 images
 TUNE_STEPS = 300  # optimiser steps on the 100 labelled digits (one batch holds them all)
 LRS = (1e-3, 3e-3)  # fine-tuning and supervised learning rates, chosen on validation
 PROBE_LRS = (1e-2, 3e-2)  # the linear probe's learning rates, chosen on validation
-FIT = dict(max_shift=1, label_smoothing=0.1)  # the rest of lesson 6's digits recipe
+FIT = {key: value for key, value in DIGITS_FIT.items() if key != "lr"}  # the rest of lesson 6's digits recipe
 KINDS = (
     "MAE, linear probe",
     "random init, linear probe",

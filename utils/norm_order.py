@@ -21,6 +21,7 @@ from pathlib import Path
 from torch import nn
 
 from utils.ablations import (
+    DIGITS_FIT,
     Experiment,
     ShippedArms,
     Split,
@@ -36,7 +37,7 @@ STEPS = 300  # optimiser steps of 128 digits: 33 epochs of 1,078 images
 LRS = (1e-3, 3e-3, 1e-2)  # the sweep; lesson 6's digits recipe uses 3e-3
 WARMUPS = (0.0, 0.1)  # none, or fit's default: the first 10 % of the steps
 ORDERS = ("pre-norm", "post-norm")
-FIT = dict(max_shift=1, label_smoothing=0.1)  # the rest of lesson 6's digits recipe
+FIT = {key: value for key, value in DIGITS_FIT.items() if key != "lr"}  # the rest of lesson 6's digits recipe
 
 
 @dataclass(frozen=True)

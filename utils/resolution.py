@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from utils.ablations import (
+    DIGITS_FIT,
     Experiment,
     ShippedArms,
     Split,
@@ -52,7 +53,7 @@ from utils.vit import VisionTransformer
 RESULTS_FILE = Path(__file__).parent / "results" / "lesson12.json"
 COMMAND = "python tools/run_experiments.py --suite resolution"
 STEPS = 300  # optimiser steps of 128 digits: 36 epochs of 1,078 images
-FIT = dict(steps=STEPS, lr=3e-3, max_shift=1, label_smoothing=0.1)  # lesson 6's digits recipe
+FIT = {"steps": STEPS, **DIGITS_FIT}  # lesson 6's digits recipe (utils.ablations)
 PATCH = 2  # 8 x 8 digits -> a 4 x 4 grid
 TRAIN_SIZE, TEST_SIZE = 8, 12  # pixels: a 4 x 4 grid in training, a 6 x 6 grid at test
 KEEPS = (1.0, 0.75, 0.5, 0.25)  # shares of patch tokens kept

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from utils.ablations import (
+    DIGITS_FIT,
     Experiment,
     ShippedArms,
     Split,
@@ -60,7 +61,7 @@ RECORD_EVERY = 10  # steps between two records of the largest logit
 MEASURE_IMAGES = 256  # the first validation images: the same for every run
 LAYER_SCALE = 0.1  # CaiT's starting value for models up to 18 blocks deep
 MIXUP_ALPHA = 0.2  # Beyer et al. 2022's Mixup (lam ~ Beta(0.2, 0.2))
-FIT = dict(max_shift=1, label_smoothing=0.1)  # the rest of lesson 6's digits recipe
+FIT = {key: value for key, value in DIGITS_FIT.items() if key != "lr"}  # the rest of lesson 6's digits recipe
 STABILISERS = {  # name -> (warm-up fraction, ViTConfig overrides): each changes one thing of "plain"
     "plain": (0.0, {}),
     "qk-norm": (0.0, {"qk_norm": True}),
